@@ -1,0 +1,1 @@
+"""Pure core: domain model, stage protocols, policies, registry, profiles and engine."""

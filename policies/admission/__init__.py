@@ -1,0 +1,1 @@
+"""Admission policies, one per file."""

@@ -1,0 +1,554 @@
+"""The engine: runs a profile's policies, admission → ordering → scaling → placement.
+
+The API and the simulator both call :meth:`Pipeline.decide`; there is no other
+path to a decision. The engine owns everything the stage contracts leave out:
+which jobs each stage sees, walking the order to allocate GPUs (strict or with
+backfill, preemptive or not), tenant quotas, and re-checking every policy's
+output, so an invalid answer becomes a :class:`PolicyFault` (or a fallback to
+the profile's heuristic) and never an invalid decision.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from policies.capacity import CapacityError, FreeCapacity
+from policies.decision import (
+    ENGINE_STAGES,
+    AdmissionEntry,
+    AdmissionResult,
+    Decision,
+    Fallback,
+    JobExplanation,
+    JobNote,
+    JobStatus,
+    PlacementEntry,
+    PolicyRef,
+    ScalingResult,
+    Stage,
+    Verdict,
+)
+from policies.model import Assignment, Job, JobState, Snapshot
+from policies.profiles import Profile
+from policies.protocols import (
+    AdmissionPolicy,
+    Context,
+    Ordering,
+    OrderingPolicy,
+    PlacementOutcome,
+    PlacementPolicy,
+    ScalingPolicy,
+)
+from policies.registry import Registry
+
+_PREREQUISITES: dict[Stage, tuple[Stage, ...]] = {
+    Stage.ADMISSION: (Stage.ADMISSION,),
+    Stage.ORDERING: (Stage.ADMISSION, Stage.ORDERING),
+    Stage.SCALING: (Stage.ADMISSION, Stage.ORDERING, Stage.SCALING),
+    Stage.PLACEMENT: ENGINE_STAGES,
+}
+
+T = TypeVar("T")
+
+
+class PolicyFault(RuntimeError):
+    """A policy raised or returned something that breaks its stage contract."""
+
+    def __init__(self, stage: Stage, policy: str, message: str) -> None:
+        super().__init__(f"{stage.value} policy {policy!r}: {message}")
+        self.stage = stage
+        self.policy = policy
+
+
+def stages_with_prerequisites(stages: Iterable[Stage]) -> tuple[Stage, ...]:
+    wanted = {p for s in stages for p in _PREREQUISITES[s]}
+    return tuple(s for s in ENGINE_STAGES if s in wanted)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A profile with its policies built; reusable across decisions (policies are pure)."""
+
+    profile: Profile
+    admission: AdmissionPolicy
+    ordering: OrderingPolicy
+    scaling: ScalingPolicy
+    placement: PlacementPolicy
+    fallbacks: dict[Stage, object]
+
+    @classmethod
+    def build(cls, profile: Profile, registry: Registry) -> Pipeline:
+        return cls(
+            profile=profile,
+            admission=registry.admission(profile.admission.name, profile.admission.params),
+            ordering=registry.ordering(profile.ordering.name, profile.ordering.params),
+            scaling=registry.scaling(profile.scaling.name, profile.scaling.params),
+            placement=registry.placement(profile.placement.name, profile.placement.params),
+            fallbacks={
+                stage: registry.create(stage, choice.name, choice.params)
+                for stage, choice in profile.fallback.items()
+            },
+        )
+
+    def policy_refs(self) -> dict[str, PolicyRef]:
+        return {
+            Stage.ADMISSION.value: PolicyRef(
+                name=self.admission.name, version=self.admission.version
+            ),
+            Stage.ORDERING.value: PolicyRef(name=self.ordering.name, version=self.ordering.version),
+            Stage.SCALING.value: PolicyRef(name=self.scaling.name, version=self.scaling.version),
+            Stage.PLACEMENT.value: PolicyRef(
+                name=self.placement.name, version=self.placement.version
+            ),
+        }
+
+    def decide(
+        self,
+        snapshot: Snapshot,
+        stages: Sequence[Stage] | None = None,
+        *,
+        decision_id: str | None = None,
+        seed: int = 0,
+    ) -> Decision:
+        """One decision for `snapshot`. The snapshot must already be semantically valid."""
+        return _Round(self, snapshot, stages_with_prerequisites(stages or ENGINE_STAGES), seed).run(
+            decision_id or uuid.uuid4().hex
+        )
+
+
+class _Round:
+    """The working state of one decision; discarded afterwards."""
+
+    def __init__(
+        self, pipeline: Pipeline, snapshot: Snapshot, stages: tuple[Stage, ...], seed: int
+    ) -> None:
+        self.pipeline = pipeline
+        self.snapshot = snapshot
+        self.stages = stages
+        held: dict[str, int] = {}
+        for job in snapshot.jobs:
+            if job.state is JobState.RUNNING:
+                held[job.tenant] = held.get(job.tenant, 0) + job.placed_gpus
+        self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held)
+        self.explanations: dict[str, JobExplanation] = {}
+        self.fallback: Fallback | None = None
+        self.refs = pipeline.policy_refs()
+
+    # -- fault handling -------------------------------------------------------------------------
+    def _call(
+        self, stage: Stage, policy_name: str, call: Callable[[object], T], policy: object
+    ) -> T:
+        """Run a stage's policy; on a fault, use the profile's fallback for the stage if any."""
+        try:
+            return call(policy)
+        except PolicyFault as fault:
+            error: Exception = fault
+        except Exception as exc:
+            error = PolicyFault(stage, policy_name, f"raised {type(exc).__name__}: {exc}")
+        backup = self.pipeline.fallbacks.get(stage)
+        if backup is None or self.fallback is not None:
+            raise error
+        name = getattr(backup, "name", "?")
+        self.fallback = Fallback(policy=name, reason=str(error))
+        self.refs[stage.value] = PolicyRef(name=name, version=getattr(backup, "version", "?"))
+        return call(backup)
+
+    def _explain(self, job_id: str, status: JobStatus, reason: str) -> None:
+        self.explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
+
+    # -- stages -----------------------------------------------------------------------------------
+    def run(self, decision_id: str) -> Decision:
+        jobs = self.snapshot.jobs
+        to_judge = sorted(
+            (j for j in jobs if j.state is JobState.PENDING and not j.admitted),
+            key=lambda j: j.submit_time,
+        )
+        verdicts = self._admission(to_judge)
+        admission = tuple(
+            AdmissionEntry(job_id=r.job_id, admitted=r.admitted, verdict=r.verdict, reason=r.reason)
+            for r in verdicts
+        )
+        verdict_of = {r.job_id: r for r in verdicts}
+        schedulable = [
+            j
+            for j in jobs
+            if j.state is not JobState.PENDING or j.admitted or verdict_of[j.id].admitted
+        ]
+        for r in verdicts:
+            if r.verdict is Verdict.REJECT:
+                self._explain(r.job_id, JobStatus.REJECTED, r.reason)
+            elif r.verdict is Verdict.DEFER:
+                self._explain(r.job_id, JobStatus.PENDING, f"admission deferred: {r.reason}")
+
+        decision = {
+            "decision_id": decision_id,
+            "cluster_id": self.snapshot.cluster_id,
+            "now": self.snapshot.now,
+            "profile": self.pipeline.profile.name,
+            "stages": self.stages,
+            "admission": admission,
+        }
+        ordered: list[Job] = []
+        ordering = Ordering(job_ids=())
+        if Stage.ORDERING in self.stages:
+            ordering = self._ordering(schedulable)
+            by_id = self.snapshot.jobs_by_id
+            ordered = [by_id[i] for i in ordering.job_ids]
+            decision["ordering"] = ordering.job_ids
+        scaling: list[ScalingResult] = []
+        if Stage.SCALING in self.stages:
+            scaling = self._scaling(ordered)
+            decision["scaling"] = tuple(scaling)
+        if Stage.PLACEMENT in self.stages:
+            placement, preempted, pending = _Allocation(self, ordering, ordered, scaling).run()
+            decision.update(placement=placement, preemptions=preempted, pending=pending)
+        else:
+            for job in schedulable:
+                if job.id not in self.explanations:
+                    status = (
+                        JobStatus.RUNNING if job.state is JobState.RUNNING else JobStatus.PENDING
+                    )
+                    self._explain(job.id, status, "placement not requested in this decision")
+        deferred = tuple(
+            JobNote(job_id=r.job_id, reason=f"admission deferred: {r.reason}")
+            for r in verdicts
+            if r.verdict is Verdict.DEFER
+        )
+        decision["pending"] = tuple(decision.get("pending", ())) + deferred  # type: ignore[arg-type]
+        decision["explanations"] = tuple(
+            self.explanations[j.id] for j in jobs if j.id in self.explanations
+        )
+        decision["policies"] = self.refs
+        decision["fallback"] = self.fallback
+        return Decision.model_validate(decision)
+
+    def _admission(self, jobs: list[Job]) -> list[AdmissionResult]:
+        policy = self.pipeline.admission
+
+        def call(p: object) -> list[AdmissionResult]:
+            results = list(p.admit(self.ctx, jobs))  # type: ignore[attr-defined]
+            _check_one_each(Stage.ADMISSION, p, [r.job_id for r in results], jobs)
+            return results
+
+        results = self._call(Stage.ADMISSION, policy.name, call, policy)
+        order = {j.id: i for i, j in enumerate(jobs)}
+        return sorted(results, key=lambda r: order[r.job_id])
+
+    def _ordering(self, jobs: list[Job]) -> Ordering:
+        policy = self.pipeline.ordering
+
+        def call(p: object) -> Ordering:
+            result: Ordering = p.order(self.ctx, jobs)  # type: ignore[attr-defined]
+            _check_one_each(Stage.ORDERING, p, list(result.job_ids), jobs)
+            return result
+
+        return self._call(Stage.ORDERING, policy.name, call, policy)
+
+    def _scaling(self, jobs: list[Job]) -> list[ScalingResult]:
+        policy = self.pipeline.scaling
+
+        def call(p: object) -> list[ScalingResult]:
+            results = list(p.scale(self.ctx, jobs))  # type: ignore[attr-defined]
+            _check_one_each(Stage.SCALING, p, [r.job_id for r in results], jobs)
+            by_id = self.snapshot.jobs_by_id
+            for r in results:
+                job = by_id[r.job_id]
+                if r.workers and not job.accepts_workers(r.workers):
+                    raise PolicyFault(
+                        Stage.SCALING,
+                        _name(p),
+                        f"{r.workers} workers for job {job.id!r} breaks its bounds "
+                        f"[{job.lo}, {job.hi}] or step rule {job.scaling_rule.value}",
+                    )
+            return results
+
+        results = self._call(Stage.SCALING, policy.name, call, policy)
+        order = {j.id: i for i, j in enumerate(jobs)}
+        return sorted(results, key=lambda r: order[r.job_id])
+
+
+class _Allocation:
+    """Walks the service order and turns worker counts into GPUs."""
+
+    def __init__(
+        self, rnd: _Round, ordering: Ordering, ordered: list[Job], scaling: list[ScalingResult]
+    ) -> None:
+        self.rnd = rnd
+        self.snapshot = rnd.snapshot
+        self.ordering = ordering
+        self.ordered = ordered
+        self.target = {r.job_id: r for r in scaling}
+        self.free = FreeCapacity.for_training(self.snapshot)
+        self.tenant_gpus: dict[str, int] = {}
+        self.placement: dict[str, tuple[Assignment, ...]] = {}
+        self.preempted: dict[str, str] = {}
+        self.pending: dict[str, str] = {}
+        self.selected: set[str] | None = None  # the run set of a preemptive ordering
+
+    def _quota_left(self, tenant: str) -> int | None:
+        spec = self.snapshot.tenants_by_id.get(tenant)
+        if spec is None or spec.gpu_quota is None:
+            return None
+        return spec.gpu_quota - self.tenant_gpus.get(tenant, 0)
+
+    def _hold(self, job: Job, assignments: tuple[Assignment, ...]) -> None:
+        self.placement[job.id] = assignments
+        gpus = sum(len(a.gpu_indices) for a in assignments)
+        self.tenant_gpus[job.tenant] = self.tenant_gpus.get(job.tenant, 0) + gpus
+
+    def run(self) -> tuple[tuple[PlacementEntry, ...], tuple[JobNote, ...], tuple[JobNote, ...]]:
+        running = [j for j in self.ordered if j.state is JobState.RUNNING]
+        keep = self._running_to_keep(running)
+        for job in running:
+            if job.id in keep:
+                self.free.take_held(job, job.placement)
+                self._hold(job, job.placement)
+        blocked_by: str | None = None
+        for job in self.ordered:
+            if job.id in keep:
+                self._resize(job)
+                continue
+            if job.id in self.preempted:
+                continue
+            blocked_by = self._start(job, blocked_by)
+        self._restore_needless_preemptions(running)
+        self._explain_all()
+        placement = tuple(
+            PlacementEntry(job_id=job.id, assignments=self.placement[job.id])
+            for job in self.ordered
+            if job.id in self.placement
+        )
+        preempted = tuple(JobNote(job_id=i, reason=r) for i, r in self.preempted.items())
+        pending = tuple(JobNote(job_id=i, reason=r) for i, r in self.pending.items())
+        return placement, preempted, pending
+
+    def _running_to_keep(self, running: list[Job]) -> set[str]:
+        """Running jobs that keep their GPUs; the others are preempted (with a reason)."""
+        keep: set[str] = set()
+        free_nodes = set(self.free.node_ids())
+        for job in running:
+            lost = [a.node_id for a in job.placement if a.node_id not in free_nodes]
+            target = self.target.get(job.id)
+            if lost:
+                self.preempted[job.id] = (
+                    f"node {lost[0]!r} is unhealthy or no longer available to training"
+                )
+            elif target is not None and target.workers == 0:
+                self.preempted[job.id] = (
+                    f"scaling gave it no workers: {target.reason or 'no reason given'}"
+                )
+            else:
+                keep.add(job.id)
+        if not self.ordering.preemptive:
+            return keep
+        # Preemptive orderings: walk the order with the cluster's GPU budget; running
+        # jobs that fall outside it make room for more urgent ones.
+        budget = self.free.total_free
+        tenant_budget: dict[str, int] = {}
+        must_run = [j for j in running if j.id in keep and not j.preemptible]
+        selected = {j.id for j in must_run}
+        budget -= sum(j.placed_gpus for j in must_run)
+        rank = {j.id: i for i, j in enumerate(self.ordered)}
+        for job in self.ordered:
+            if job.id in selected or job.id in self.preempted:
+                continue
+            target = self.target.get(job.id)
+            workers = target.workers if target is not None else job.workers
+            if workers == 0:
+                continue
+            need = (
+                job.placed_gpus if job.state is JobState.RUNNING else workers * job.gpus_per_worker
+            )
+            quota = self.snapshot.tenants_by_id.get(job.tenant)
+            used = tenant_budget.get(job.tenant, 0)
+            if quota is not None and quota.gpu_quota is not None and used + need > quota.gpu_quota:
+                continue
+            if need <= budget:
+                selected.add(job.id)
+                budget -= need
+                tenant_budget[job.tenant] = used + need
+            elif not self.ordering.backfill:
+                break
+        self.selected = selected
+        for job in running:
+            if job.id in keep and job.id not in selected:
+                keep.discard(job.id)
+                ahead = [j.id for j in self.ordered[: rank[job.id]] if j.id in selected]
+                self.preempted[job.id] = (
+                    f"preempted for higher-priority jobs ({len(ahead)} ahead in "
+                    f"{self.rnd.pipeline.ordering.name} order)"
+                )
+        return keep
+
+    def _restore_needless_preemptions(self, running: list[Job]) -> None:
+        """Undo a preemption whose GPUs nobody took after all (fragmentation, quotas)."""
+        for job in running:
+            reason = self.preempted.get(job.id)
+            if reason is None or not reason.startswith("preempted for"):
+                continue
+            if all(
+                set(a.gpu_indices) <= set(self.free.free_gpus(a.node_id)) for a in job.placement
+            ):
+                self.free.take(job, job.placement)
+                self._hold(job, job.placement)
+                del self.preempted[job.id]
+
+    def _resize(self, job: Job) -> None:
+        target = self.target.get(job.id)
+        have = job.placed_workers
+        if target is None or target.workers == have:
+            return
+        if target.workers < have:
+            kept = _shrink(job, job.placement, target.workers)
+            removed = _difference(job.placement, kept)
+            self.free.release(job, removed)
+            self.placement[job.id] = kept
+            self.tenant_gpus[job.tenant] -= (have - target.workers) * job.gpus_per_worker
+            return
+        extra = target.workers - have
+        quota = self._quota_left(job.tenant)
+        if quota is not None and extra * job.gpus_per_worker > quota:
+            return
+        outcome = self._place(job, extra)
+        if outcome.placed:
+            self.placement[job.id] = _merge(job.placement, outcome.assignments)
+            self.tenant_gpus[job.tenant] = (
+                self.tenant_gpus.get(job.tenant, 0) + extra * job.gpus_per_worker
+            )
+
+    def _start(self, job: Job, blocked_by: str | None) -> str | None:
+        """Try to start a job that holds no GPUs; return who blocks later jobs."""
+        target = self.target.get(job.id)
+        workers = target.workers if target is not None else job.workers
+        if workers == 0:
+            reason = (
+                target.reason if target is not None and target.reason else "no workers assigned"
+            )
+            self.pending[job.id] = f"scaling: {reason}"
+            return blocked_by
+        if blocked_by is not None:
+            self.pending[job.id] = f"waiting behind job {blocked_by!r} (strict order, no backfill)"
+            return blocked_by
+        if self.selected is not None and job.id not in self.selected:
+            self.pending[job.id] = (
+                "outside the run set: more urgent jobs fill the cluster's GPUs "
+                f"({self.rnd.pipeline.ordering.name} order)"
+            )
+            return blocked_by
+        need = workers * job.gpus_per_worker
+        quota = self._quota_left(job.tenant)
+        if quota is not None and need > quota:
+            self.pending[job.id] = (
+                f"tenant {job.tenant!r} quota: needs {need} GPUs, {max(quota, 0)} left of its quota"
+            )
+            return blocked_by
+        counts = [workers]
+        if not job.gang:
+            counts += [w for w in reversed(job.allowed_worker_counts()) if w < workers]
+        reason = ""
+        for count in counts:
+            if count * job.gpus_per_worker > self.free.total_free:
+                reason = f"needs {count * job.gpus_per_worker} GPUs, {self.free.total_free} free"
+                continue
+            outcome = self._place(job, count)
+            if outcome.placed:
+                self._hold(job, outcome.assignments)
+                return blocked_by
+            reason = outcome.reason or "placement found no fit"
+        self.pending[job.id] = reason
+        return None if self.ordering.backfill else job.id
+
+    def _place(self, job: Job, workers: int) -> PlacementOutcome:
+        policy = self.rnd.pipeline.placement
+
+        def call(p: object) -> PlacementOutcome:
+            outcome: PlacementOutcome = p.place(self.rnd.ctx, job, workers, self.free)  # type: ignore[attr-defined]
+            if outcome.placed:
+                placed = sum(len(a.gpu_indices) for a in outcome.assignments)
+                if placed != workers * job.gpus_per_worker:
+                    raise PolicyFault(
+                        Stage.PLACEMENT,
+                        _name(p),
+                        f"placed {placed} GPUs for job {job.id!r}, "
+                        f"expected {workers * job.gpus_per_worker}",
+                    )
+                try:
+                    self.free.take(job, outcome.assignments)
+                except CapacityError as error:
+                    raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
+            return outcome
+
+        return self.rnd._call(Stage.PLACEMENT, policy.name, call, policy)
+
+    def _explain_all(self) -> None:
+        rnd = self.rnd
+        for job in self.ordered:
+            if job.id in self.preempted:
+                rnd._explain(job.id, JobStatus.PREEMPTED, self.preempted[job.id])
+            elif job.id in self.pending:
+                rnd._explain(job.id, JobStatus.PENDING, self.pending[job.id])
+            elif job.id in self.placement:
+                gpus = sum(len(a.gpu_indices) for a in self.placement[job.id])
+                nodes = len(self.placement[job.id])
+                where = f"{gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''}"
+                if job.state is not JobState.RUNNING:
+                    rnd._explain(job.id, JobStatus.STARTED, f"started: {where}")
+                elif gpus != job.placed_gpus:
+                    rnd._explain(
+                        job.id, JobStatus.RESIZED, f"resized from {job.placed_gpus} to {where}"
+                    )
+                else:
+                    rnd._explain(job.id, JobStatus.RUNNING, f"keeps running: {where}")
+
+
+def _name(policy: object) -> str:
+    return str(getattr(policy, "name", type(policy).__name__))
+
+
+def _check_one_each(stage: Stage, policy: object, ids: list[str], jobs: Sequence[Job]) -> None:
+    expected = {j.id for j in jobs}
+    if len(ids) != len(expected) or set(ids) != expected:
+        missing = sorted(expected - set(ids))[:5]
+        extra = sorted(set(ids) - expected)[:5]
+        raise PolicyFault(
+            stage,
+            _name(policy),
+            f"must answer each of its {len(expected)} jobs exactly once "
+            f"(got {len(ids)}; missing {missing}, unexpected {extra})",
+        )
+
+
+def _shrink(job: Job, placement: tuple[Assignment, ...], workers: int) -> tuple[Assignment, ...]:
+    """Keep `workers` workers, dropping from the nodes that hold the fewest first."""
+    gpw = job.gpus_per_worker
+    left = workers * gpw
+    kept: list[Assignment] = []
+    for a in sorted(placement, key=lambda a: -len(a.gpu_indices)):
+        if left <= 0:
+            break
+        take = min(left, len(a.gpu_indices))
+        kept.append(Assignment(node_id=a.node_id, gpu_indices=a.gpu_indices[:take]))
+        left -= take
+    return tuple(kept)
+
+
+def _difference(
+    full: tuple[Assignment, ...], kept: tuple[Assignment, ...]
+) -> tuple[Assignment, ...]:
+    kept_by_node = {a.node_id: set(a.gpu_indices) for a in kept}
+    out = []
+    for a in full:
+        gone = tuple(g for g in a.gpu_indices if g not in kept_by_node.get(a.node_id, set()))
+        if gone:
+            out.append(Assignment(node_id=a.node_id, gpu_indices=gone))
+    return tuple(out)
+
+
+def _merge(old: tuple[Assignment, ...], new: tuple[Assignment, ...]) -> tuple[Assignment, ...]:
+    by_node: dict[str, list[int]] = {}
+    for a in (*old, *new):
+        by_node.setdefault(a.node_id, []).extend(a.gpu_indices)
+    return tuple(Assignment(node_id=n, gpu_indices=tuple(sorted(g))) for n, g in by_node.items())

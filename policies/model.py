@@ -1,0 +1,417 @@
+"""The cluster snapshot: the immutable, self-contained input of every decision.
+
+A snapshot says everything a policy may know about the cluster at one instant
+(DESIGN §3). It is built by a cluster manager (or the simulator), posted as JSON
+and never mutated: policies read it and return new values.
+
+Type-level checks (ranges, enums) live on the fields; cross-field checks that
+need the whole snapshot (unique ids, placements on known GPUs, no GPU used
+twice) are in :func:`snapshot_problems`, which reports *every* problem with the
+JSON path of the offending value rather than stopping at the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    """Base of every domain model: immutable, strict about unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Problem(Frozen):
+    """One semantic problem of a snapshot, located by its JSON path."""
+
+    path: str = Field(
+        description="JSON path of the offending value, e.g. `jobs[3].placement[0].node_id`."
+    )
+    message: str
+
+
+class Pool(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+
+
+class ScalingRule(StrEnum):
+    """Which worker counts an elastic job accepts between its bounds."""
+
+    LINEAR = "linear"  # min, min + step, min + 2·step, …
+    POWER_OF_TWO = "power_of_two"  # the powers of two within [min, max]
+
+
+class Topology(Frozen):
+    rack: str = Field(default="", description="Rack (or top-of-rack switch) the node hangs off.")
+    nvlink_domain: str = Field(
+        default="", description="GPUs of nodes sharing a domain talk over NVLink/NVSwitch."
+    )
+
+
+class Node(Frozen):
+    id: str = Field(min_length=1)
+    gpu_type: str = Field(min_length=1, examples=["V100"])
+    gpus: int = Field(ge=0, le=64, description="GPU count; GPU indices are 0..gpus-1.")
+    gpu_memory_gb: float = Field(default=16.0, gt=0)
+    cpus: int = Field(default=32, ge=0)
+    memory_gb: float = Field(default=256.0, ge=0)
+    topology: Topology = Topology()
+    pool: Pool = Pool.TRAINING
+    loaned: bool = Field(
+        default=False, description="An inference server currently lent to training."
+    )
+    price_per_gpu_hour: float = Field(default=0.0, ge=0)
+    healthy: bool = True
+
+    @property
+    def schedulable_for_training(self) -> bool:
+        return self.healthy and (self.pool is Pool.TRAINING or self.loaned)
+
+
+class Assignment(Frozen):
+    """GPUs of one node given to a job."""
+
+    node_id: str = Field(min_length=1)
+    gpu_indices: tuple[int, ...] = Field(min_length=1)
+
+
+class SigmoidUtility(Frozen):
+    """Utility that decays smoothly with completion time (OASiS §5)."""
+
+    kind: Literal["sigmoid"] = "sigmoid"
+    value: float = Field(gt=0, description="Utility if the job finishes immediately.")
+    midpoint_s: float = Field(
+        gt=0, description="Time after submission at which half the value is lost."
+    )
+    steepness: float = Field(
+        default=1.0, gt=0, description="How sharp the decay is around the midpoint."
+    )
+
+
+class StepUtility(Frozen):
+    """Full value before the deadline, nothing after (a hard deadline)."""
+
+    kind: Literal["step"] = "step"
+    value: float = Field(gt=0)
+    deadline_s: float = Field(gt=0, description="Deadline, seconds after submission.")
+
+
+Utility = Annotated[SigmoidUtility | StepUtility, Field(discriminator="kind")]
+
+
+class Job(Frozen):
+    id: str = Field(min_length=1)
+    tenant: str = "default"
+    submit_time: float = Field(default=0.0, description="Seconds on the caller's clock.")
+    state: JobState = JobState.PENDING
+    admitted: bool = Field(
+        default=False,
+        description="A pending job already admitted in an earlier round skips admission.",
+    )
+    gpus_per_worker: int = Field(default=1, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, description="Requested worker count.")
+    min_workers: int | None = Field(default=None, ge=1, description="Defaults to `workers`.")
+    max_workers: int | None = Field(default=None, ge=1, description="Defaults to `workers`.")
+    scaling_rule: ScalingRule = ScalingRule.LINEAR
+    worker_step: int = Field(default=1, ge=1)
+    ps: int = Field(default=0, ge=0, description="Parameter servers requested (0: all-reduce job).")
+    max_ps: int | None = Field(default=None, ge=0)
+    cpus_per_worker: float = Field(default=0.0, ge=0)
+    memory_gb_per_worker: float = Field(default=0.0, ge=0)
+    gpu_memory_gb: float = Field(default=0.0, ge=0, description="GPU memory each worker needs.")
+    gang: bool = Field(default=True, description="All workers start together or none does.")
+    model: str = Field(default="", description="Model or model family, e.g. `resnet50`.")
+    total_work: float | None = Field(
+        default=None, gt=0, description="Work in any unit; with `work_done`, gives progress."
+    )
+    work_done: float = Field(default=0.0, ge=0)
+    estimated_duration_s: float | None = Field(
+        default=None, gt=0, description="Run time at the requested worker count, from start."
+    )
+    attained_service_gpu_s: float = Field(
+        default=0.0, ge=0, description="GPU-seconds received so far."
+    )
+    executed_time_s: float = Field(default=0.0, ge=0, description="Wall seconds run so far.")
+    speedup: dict[int, float] = Field(
+        default_factory=dict,
+        description="Throughput at N workers relative to one worker (N → factor).",
+    )
+    gpu_type_speed: dict[str, float] = Field(
+        default_factory=dict, description="Relative speed per GPU type (1.0 = reference)."
+    )
+    utility: Utility | None = None
+    priority: int = 0
+    preemptible: bool = True
+    placement: tuple[Assignment, ...] = Field(
+        default=(), description="Current GPUs; empty unless running."
+    )
+
+    @property
+    def lo(self) -> int:
+        return self.min_workers if self.min_workers is not None else self.workers
+
+    @property
+    def hi(self) -> int:
+        return self.max_workers if self.max_workers is not None else self.workers
+
+    @property
+    def elastic(self) -> bool:
+        return self.lo < self.hi
+
+    @property
+    def gpus(self) -> int:
+        """GPUs at the requested worker count."""
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def placed_gpus(self) -> int:
+        return sum(len(a.gpu_indices) for a in self.placement)
+
+    @property
+    def placed_workers(self) -> int:
+        return self.placed_gpus // self.gpus_per_worker
+
+    def allowed_worker_counts(self) -> list[int]:
+        """Worker counts this job accepts, ascending (always includes `workers`)."""
+        lo, hi = self.lo, self.hi
+        if self.scaling_rule is ScalingRule.POWER_OF_TWO:
+            counts = [1 << k for k in range(hi.bit_length()) if lo <= (1 << k) <= hi]
+        else:
+            counts = list(range(lo, hi + 1, self.worker_step))
+        if self.workers not in counts and lo <= self.workers <= hi:
+            counts.append(self.workers)
+            counts.sort()
+        return counts
+
+    def accepts_workers(self, count: int) -> bool:
+        lo, hi = self.lo, self.hi
+        if not lo <= count <= hi:
+            return False
+        if count == self.workers:
+            return True
+        if self.scaling_rule is ScalingRule.POWER_OF_TWO:
+            return count & (count - 1) == 0
+        return (count - lo) % self.worker_step == 0
+
+    def progress(self) -> float:
+        """Fraction of the work done, 0–1 (0 when the work is unknown)."""
+        if self.total_work is None:
+            return 0.0
+        return min(1.0, self.work_done / self.total_work)
+
+    def speedup_at(self, workers: int) -> float:
+        """Throughput at `workers` relative to one worker.
+
+        Uses the caller's hint when it has one; otherwise assumes linear scaling,
+        the assumption of the classic baselines that do not model speed-up.
+        """
+        if workers <= 0:
+            return 0.0
+        if workers in self.speedup:
+            return self.speedup[workers]
+        known = sorted(self.speedup)
+        if not known:
+            return float(workers)
+        # Piecewise-linear between the nearest hints, flat beyond the largest.
+        below = [k for k in known if k < workers]
+        above = [k for k in known if k > workers]
+        if not above:
+            return self.speedup[known[-1]]
+        lo_k = below[-1] if below else 0
+        lo_v = self.speedup[lo_k] if below else 0.0
+        hi_k = above[0]
+        frac = (workers - lo_k) / (hi_k - lo_k)
+        return lo_v + frac * (self.speedup[hi_k] - lo_v)
+
+    def remaining_time_s(self, workers: int | None = None) -> float | None:
+        """Estimated seconds left at `workers` (default: requested), or None if unknown."""
+        if self.estimated_duration_s is None:
+            return None
+        left = self.estimated_duration_s * (1.0 - self.progress())
+        if self.total_work is None:
+            left = max(0.0, self.estimated_duration_s - self.executed_time_s)
+        at = self.workers if workers is None else workers
+        if at == self.workers:
+            return left
+        ratio = self.speedup_at(self.workers) / max(self.speedup_at(at), 1e-9)
+        return left * ratio
+
+
+class Tenant(Frozen):
+    id: str = Field(min_length=1)
+    weight: float = Field(default=1.0, gt=0)
+    gpu_quota: int | None = Field(
+        default=None, ge=0, description="Max GPUs at once; none = unlimited."
+    )
+
+
+class InferenceRequest(Frozen):
+    id: str = Field(min_length=1)
+    tenant: str = "default"
+    model: str = ""
+    size: float = Field(
+        default=1.0, gt=0, description="Work of the request (e.g. GFLOPs or tokens)."
+    )
+    arrival: float = 0.0
+    sla_deadline: float = Field(description="Absolute time by which it must be served.")
+
+
+class Accelerator(Frozen):
+    id: str = Field(min_length=1)
+    kind: str = Field(min_length=1, description="Accelerator type, e.g. `T4` or a dataflow style.")
+    node_id: str = ""
+    speed: float = Field(default=1.0, gt=0, description="Work units per second.")
+    busy_until: float = 0.0
+
+
+class InferenceLoad(Frozen):
+    servers_needed: int = Field(default=0, ge=0, description="Inference servers needed now.")
+    forecast: tuple[int, ...] = Field(
+        default=(), description="Servers needed in the coming intervals, nearest first."
+    )
+    requests: tuple[InferenceRequest, ...] = ()
+    accelerators: tuple[Accelerator, ...] = ()
+
+
+class Snapshot(Frozen):
+    cluster_id: str = Field(default="default", min_length=1)
+    now: float = Field(default=0.0, description="Seconds on the caller's clock.")
+    nodes: tuple[Node, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    tenants: tuple[Tenant, ...] = ()
+    inference: InferenceLoad = InferenceLoad()
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @cached_property
+    def nodes_by_id(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    @cached_property
+    def jobs_by_id(self) -> dict[str, Job]:
+        return {j.id: j for j in self.jobs}
+
+    @cached_property
+    def tenants_by_id(self) -> dict[str, Tenant]:
+        return {t.id: t for t in self.tenants}
+
+    def training_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes if n.schedulable_for_training)
+
+
+def snapshot_problems(snapshot: Snapshot) -> list[Problem]:
+    """Every semantic problem of `snapshot`; empty when it is consistent."""
+    return list(_problems(snapshot))
+
+
+def _problems(s: Snapshot) -> Iterator[Problem]:
+    seen_nodes: set[str] = set()
+    for i, node in enumerate(s.nodes):
+        if node.id in seen_nodes:
+            yield Problem(path=f"nodes[{i}].id", message=f"duplicate node id {node.id!r}")
+        seen_nodes.add(node.id)
+        if node.loaned and node.pool is not Pool.INFERENCE:
+            yield Problem(
+                path=f"nodes[{i}].loaned", message="only inference-pool nodes can be loaned"
+            )
+
+    seen_tenants: set[str] = set()
+    for i, tenant in enumerate(s.tenants):
+        if tenant.id in seen_tenants:
+            yield Problem(path=f"tenants[{i}].id", message=f"duplicate tenant id {tenant.id!r}")
+        seen_tenants.add(tenant.id)
+
+    seen_jobs: set[str] = set()
+    owner: dict[tuple[str, int], str] = {}
+    for i, job in enumerate(s.jobs):
+        at = f"jobs[{i}]"
+        if job.id in seen_jobs:
+            yield Problem(path=f"{at}.id", message=f"duplicate job id {job.id!r}")
+        seen_jobs.add(job.id)
+        if job.lo > job.workers:
+            yield Problem(
+                path=f"{at}.min_workers",
+                message=f"min_workers {job.lo} exceeds requested workers {job.workers}",
+            )
+        if job.workers > job.hi:
+            yield Problem(
+                path=f"{at}.max_workers",
+                message=f"max_workers {job.hi} is below requested workers {job.workers}",
+            )
+        if job.max_ps is not None and job.ps > job.max_ps:
+            yield Problem(path=f"{at}.max_ps", message=f"max_ps {job.max_ps} is below ps {job.ps}")
+        if (
+            job.scaling_rule is ScalingRule.POWER_OF_TWO
+            and job.lo <= job.hi
+            and not any(job.lo <= (1 << k) <= job.hi for k in range(job.hi.bit_length()))
+        ):
+            yield Problem(
+                path=f"{at}.scaling_rule",
+                message=f"no power of two lies within [{job.lo}, {job.hi}]",
+            )
+        if job.state is JobState.RUNNING and not job.placement:
+            yield Problem(path=f"{at}.placement", message="a running job needs a placement")
+        if job.state is not JobState.RUNNING and job.placement:
+            yield Problem(
+                path=f"{at}.placement", message=f"a {job.state.value} job cannot hold GPUs"
+            )
+        if job.placement and job.placed_gpus % job.gpus_per_worker:
+            yield Problem(
+                path=f"{at}.placement",
+                message=(
+                    f"{job.placed_gpus} GPUs placed is not a multiple of "
+                    f"gpus_per_worker {job.gpus_per_worker}"
+                ),
+            )
+        for k, assignment in enumerate(job.placement):
+            where = f"{at}.placement[{k}]"
+            known = s.nodes_by_id.get(assignment.node_id)
+            if known is None:
+                yield Problem(
+                    path=f"{where}.node_id", message=f"unknown node {assignment.node_id!r}"
+                )
+                continue
+            node = known
+            for g, gpu in enumerate(assignment.gpu_indices):
+                if not 0 <= gpu < node.gpus:
+                    yield Problem(
+                        path=f"{where}.gpu_indices[{g}]",
+                        message=f"node {node.id!r} has GPUs 0..{node.gpus - 1}, not {gpu}",
+                    )
+                    continue
+                holder = owner.get((node.id, gpu))
+                if holder is not None:
+                    yield Problem(
+                        path=f"{where}.gpu_indices[{g}]",
+                        message=f"GPU {gpu} of node {node.id!r} is already used by job {holder!r}",
+                    )
+                owner[(node.id, gpu)] = job.id
+
+    seen_requests: set[str] = set()
+    for i, request in enumerate(s.inference.requests):
+        if request.id in seen_requests:
+            yield Problem(
+                path=f"inference.requests[{i}].id",
+                message=f"duplicate request id {request.id!r}",
+            )
+        seen_requests.add(request.id)
+    seen_accelerators: set[str] = set()
+    for i, acc in enumerate(s.inference.accelerators):
+        if acc.id in seen_accelerators:
+            yield Problem(
+                path=f"inference.accelerators[{i}].id",
+                message=f"duplicate accelerator id {acc.id!r}",
+            )
+        seen_accelerators.add(acc.id)

@@ -1,0 +1,1 @@
+"""Ordering policies, one per file."""

@@ -1,0 +1,41 @@
+"""First-in, first-out ordering by submission time.
+
+The baseline of every GPU-cluster scheduling paper (e.g. Tiresias, NSDI'19;
+Gavel, OSDI'20). Strict by default: a job that does not fit blocks those
+behind it, as in the classic baseline; `backfill` lets later jobs start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policies.decision import Stage
+from policies.model import Job, JobState
+from policies.protocols import Context, Ordering
+
+
+class FifoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    backfill: bool = Field(
+        default=False, description="Let later jobs start when the head of the queue does not fit."
+    )
+
+
+class Fifo:
+    name: ClassVar[str] = "fifo"
+    version: ClassVar[str] = "1"
+    stage: ClassVar[Stage] = Stage.ORDERING
+    summary: ClassVar[str] = "Serve jobs in submission order; running jobs first."
+    source: ClassVar[str] = "Classic baseline; see Tiresias (Gu et al., NSDI 2019) §6."
+    Params: ClassVar[type[FifoParams]] = FifoParams
+
+    def __init__(self, params: FifoParams) -> None:
+        self.params = params
+
+    def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
+        # Running jobs keep their place ahead of the queue: FIFO never preempts.
+        ranked = sorted(jobs, key=lambda j: (j.state is not JobState.RUNNING, j.submit_time, j.id))
+        return Ordering(job_ids=tuple(j.id for j in ranked), backfill=self.params.backfill)

@@ -1,0 +1,1 @@
+"""Placement policies, one per file."""

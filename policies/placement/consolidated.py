@@ -1,0 +1,89 @@
+"""Consolidated, topology-aware best-fit placement.
+
+Packs a job onto as few nodes as possible, then within one rack, and on a
+single node picks the one with the fewest free GPUs that still fits (best fit),
+leaving large holes for large jobs. Consolidation matters because spreading a
+job's workers slows its gradient exchange (Gavel's measurements in
+`shared/perf/locality_slowdown.csv`; Tiresias, NSDI 2019, §4.2 on skewed
+models; Gandiva, OSDI 2018, on locality).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from policies.capacity import FreeCapacity, assignments_for
+from policies.decision import Stage
+from policies.model import Job
+from policies.protocols import Context, NoParams, PlacementOutcome
+
+
+class Consolidated:
+    name: ClassVar[str] = "consolidated"
+    version: ClassVar[str] = "1"
+    stage: ClassVar[Stage] = Stage.PLACEMENT
+    summary: ClassVar[str] = "Fewest nodes, then same rack; best fit on one node."
+    source: ClassVar[str] = (
+        "Tiresias (Gu et al., NSDI 2019) §4.2; Gandiva (Xiao et al., OSDI 2018)."
+    )
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        single = _best_single_node(job, workers, free)
+        if single is not None:
+            return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
+        candidates = free.candidate_nodes(job)
+        if sum(fit for _, fit in candidates) < workers:
+            return PlacementOutcome(
+                reason=(
+                    f"needs {workers} workers of {job.gpus_per_worker} GPUs; the free GPUs that "
+                    "meet its memory and CPU needs hold fewer"
+                )
+            )
+        fewest = _greedy(candidates, workers)
+        racks: dict[str, list[tuple[str, int]]] = {}
+        for node_id, fit in candidates:
+            racks.setdefault(free.node(node_id).topology.rack, []).append((node_id, fit))
+        best = fewest
+        for rack, members in sorted(racks.items()):
+            if not rack or sum(fit for _, fit in members) < workers:
+                continue
+            in_rack = _greedy(members, workers)
+            if len(in_rack) <= len(fewest) and (best is fewest or len(in_rack) < len(best)):
+                best = in_rack
+        return PlacementOutcome(assignments=assignments_for(free, job, best))
+
+
+def _best_single_node(job: Job, workers: int, free: FreeCapacity) -> str | None:
+    """The node with the fewest free GPUs that still takes all `workers`."""
+    need = workers * job.gpus_per_worker
+    for count in range(need, free.max_gpus_per_node + 1):
+        for node_id in free.nodes_with_free(count):
+            if free.workers_fitting(node_id, job) >= workers:
+                return node_id
+    return None
+
+
+def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
+    """Fewest nodes: largest first; the last piece goes to the tightest node that fits it."""
+    ranked = sorted(candidates, key=lambda c: -c[1])
+    picked: list[tuple[str, int]] = []
+    left = workers
+    i = 0
+    while left > 0 and i < len(ranked):
+        node_id, fit = ranked[i]
+        if fit >= left:
+            # Best fit for the remainder among the nodes not yet used.
+            tight = min(
+                (c for c in ranked[i:] if c[1] >= left), key=lambda c: c[1], default=ranked[i]
+            )
+            picked.append((tight[0], left))
+            left = 0
+        else:
+            picked.append((node_id, fit))
+            left -= fit
+        i += 1
+    return picked

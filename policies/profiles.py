@@ -1,0 +1,158 @@
+"""Profiles: named pipelines of one policy per stage, with parameters.
+
+A profile is data. The built-in ones are below; more can be loaded from a JSON
+or TOML file (`ARBITER_PROFILES_FILE`), which may also override a built-in of
+the same name. Profiles are checked against the registry when loaded, so a
+typo in a policy or parameter name fails at start-up, not on the first request.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import Field, JsonValue, ValidationError
+
+from policies.decision import Stage
+from policies.model import Frozen
+from policies.registry import Registry
+
+
+class PolicyChoice(Frozen):
+    name: str
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Profile(Frozen):
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    description: str = ""
+    admission: PolicyChoice = PolicyChoice(name="accept_all")
+    ordering: PolicyChoice = PolicyChoice(name="fifo")
+    scaling: PolicyChoice = PolicyChoice(name="as_requested")
+    placement: PolicyChoice = PolicyChoice(name="consolidated")
+    fallback: dict[Stage, PolicyChoice] = Field(
+        default_factory=dict,
+        description="Heuristic per stage used when the stage's policy cannot answer.",
+    )
+
+    def choice(self, stage: Stage) -> PolicyChoice:
+        return {
+            Stage.ADMISSION: self.admission,
+            Stage.ORDERING: self.ordering,
+            Stage.SCALING: self.scaling,
+            Stage.PLACEMENT: self.placement,
+        }[stage]
+
+
+class ProfileError(ValueError):
+    """A profile that names an unknown policy or bad parameters."""
+
+
+def builtin_profiles() -> list[Profile]:
+    def choice(name: str, **params: JsonValue) -> PolicyChoice:
+        return PolicyChoice(name=name, params=dict(params))
+
+    return [
+        Profile(
+            name="fifo",
+            description="First come, first served; strict order (no backfill).",
+        ),
+        Profile(
+            name="sjf",
+            description="Shortest job first by estimated duration; strict order.",
+            ordering=choice("sjf"),
+        ),
+        Profile(
+            name="srtf",
+            description="Shortest remaining time first, preemptive.",
+            ordering=choice("srtf"),
+        ),
+        Profile(
+            name="tiresias",
+            description="Tiresias discretized 2D-LAS: attained GPU-service queues, preemptive.",
+            ordering=choice("tiresias"),
+        ),
+        Profile(
+            name="drf",
+            description="Dominant resource fairness across tenants sets elastic jobs' workers.",
+            scaling=choice("drf"),
+        ),
+        Profile(
+            name="optimus",
+            description="Optimus: workers go where they cut remaining time the most.",
+            ordering=choice("srtf"),
+            scaling=choice("optimus"),
+        ),
+        Profile(
+            name="fifo-backfill",
+            description="FIFO that lets later jobs start when the head does not fit.",
+            ordering=choice("fifo", backfill=True),
+        ),
+        Profile(
+            name="quota",
+            description="Per-tenant GPU quota admission, FIFO with backfill.",
+            admission=choice("quota"),
+            ordering=choice("fifo", backfill=True),
+        ),
+        Profile(
+            name="spread",
+            description="FIFO with spread placement (one worker per node first).",
+            placement=choice("spread"),
+        ),
+        Profile(
+            name="first-fit",
+            description="FIFO with first-fit placement in node order.",
+            placement=choice("first_fit"),
+        ),
+        Profile(
+            name="random",
+            description="FIFO with seeded random placement.",
+            placement=choice("random"),
+        ),
+    ]
+
+
+def check_profile(profile: Profile, registry: Registry) -> None:
+    """Raise ProfileError unless every policy and parameter of `profile` is known."""
+    choices = [(stage, profile.choice(stage)) for stage in Stage]
+    choices += list(profile.fallback.items())
+    for stage, chosen in choices:
+        try:
+            registry.spec(stage, chosen.name).parse_params(chosen.params)
+        except (LookupError, ValueError) as error:
+            raise ProfileError(f"profile {profile.name!r}: {error}") from error
+
+
+def load_profiles(registry: Registry, path: Path | None = None) -> dict[str, Profile]:
+    """Built-in profiles, overridden and extended by `path` (JSON or TOML) when given.
+
+    The file holds `{"profiles": [{"name": …, "ordering": {"name": …, "params": {…}}, …}]}`.
+    """
+    profiles = {p.name: p for p in builtin_profiles()}
+    if path is not None:
+        for profile in _read_profile_file(path):
+            profiles[profile.name] = profile
+    for profile in profiles.values():
+        check_profile(profile, registry)
+    return profiles
+
+
+def _read_profile_file(path: Path) -> list[Profile]:
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw: object = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise ProfileError(
+            f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {error}"
+        ) from error
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("profiles"), list):
+        raise ProfileError(f"{path}: expected an object with a 'profiles' list")
+    out = []
+    for i, item in enumerate(raw["profiles"]):
+        try:
+            out.append(Profile.model_validate(item))
+        except ValidationError as error:
+            raise ProfileError(f"{path}: profiles[{i}]: {error}") from error
+    return out

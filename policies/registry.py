@@ -1,0 +1,125 @@
+"""The registry: every policy by stage and name, built by one explicit function.
+
+Nothing registers itself on import. :func:`build_registry` lists the policies;
+adding one is a new file plus one line here. Parameters are validated through
+each policy's `Params` model, so an unknown or ill-typed parameter is an error
+naming the policy and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import BaseModel, ValidationError
+
+from policies.admission.accept_all import AcceptAll
+from policies.decision import Stage
+from policies.ordering.fifo import Fifo
+from policies.placement.consolidated import Consolidated
+from policies.protocols import (
+    AdmissionPolicy,
+    OrderingPolicy,
+    PlacementPolicy,
+    PolicyInfo,
+    ScalingPolicy,
+)
+from policies.scaling.as_requested import AsRequested
+
+AnyPolicy = AdmissionPolicy | OrderingPolicy | ScalingPolicy | PlacementPolicy
+
+
+class UnknownPolicyError(LookupError):
+    def __init__(self, stage: str, name: str, known: list[str]) -> None:
+        super().__init__(f"no {stage} policy named {name!r}; known: {', '.join(known)}")
+        self.stage = stage
+        self.name = name
+
+
+class PolicyParamsError(ValueError):
+    def __init__(self, stage: str, name: str, error: ValidationError) -> None:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+        )
+        super().__init__(f"bad parameters for {stage} policy {name!r}: {problems}")
+        self.stage = stage
+        self.name = name
+        self.errors = error.errors()
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy class and what to say about it."""
+
+    cls: type[Any]
+
+    @property
+    def info(self) -> type[PolicyInfo]:
+        return cast(type[PolicyInfo], self.cls)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def stage(self) -> Stage:
+        return self.info.stage
+
+    def params_schema(self) -> dict[str, Any]:
+        return self.info.Params.model_json_schema()
+
+    def parse_params(self, params: Mapping[str, object]) -> BaseModel:
+        try:
+            return self.info.Params.model_validate(dict(params))
+        except ValidationError as error:
+            raise PolicyParamsError(self.stage.value, self.name, error) from error
+
+
+class Registry:
+    """Policies by (stage, name); creates configured instances."""
+
+    def __init__(self, specs: list[PolicySpec]) -> None:
+        self._specs: dict[tuple[Stage, str], PolicySpec] = {}
+        for spec in specs:
+            key = (spec.stage, spec.name)
+            if key in self._specs:
+                raise ValueError(f"{spec.stage.value} policy {spec.name!r} registered twice")
+            self._specs[key] = spec
+
+    def specs(self, stage: Stage | None = None) -> list[PolicySpec]:
+        return [s for (st, _), s in self._specs.items() if stage is None or st is stage]
+
+    def spec(self, stage: Stage, name: str) -> PolicySpec:
+        spec = self._specs.get((stage, name))
+        if spec is None:
+            raise UnknownPolicyError(stage.value, name, [s.name for s in self.specs(stage)])
+        return spec
+
+    def create(self, stage: Stage, name: str, params: Mapping[str, object] | None = None) -> Any:
+        spec = self.spec(stage, name)
+        return spec.cls(spec.parse_params(params or {}))
+
+    def admission(self, name: str, params: Mapping[str, object] | None = None) -> AdmissionPolicy:
+        return cast(AdmissionPolicy, self.create(Stage.ADMISSION, name, params))
+
+    def ordering(self, name: str, params: Mapping[str, object] | None = None) -> OrderingPolicy:
+        return cast(OrderingPolicy, self.create(Stage.ORDERING, name, params))
+
+    def scaling(self, name: str, params: Mapping[str, object] | None = None) -> ScalingPolicy:
+        return cast(ScalingPolicy, self.create(Stage.SCALING, name, params))
+
+    def placement(self, name: str, params: Mapping[str, object] | None = None) -> PlacementPolicy:
+        return cast(PlacementPolicy, self.create(Stage.PLACEMENT, name, params))
+
+
+def build_registry() -> Registry:
+    """Every policy Arbiter ships, one line each."""
+    return Registry(
+        [
+            PolicySpec(AcceptAll),
+            PolicySpec(Fifo),
+            PolicySpec(AsRequested),
+            PolicySpec(Consolidated),
+        ]
+    )

@@ -1,0 +1,1 @@
+"""Scaling policies, one per file."""
