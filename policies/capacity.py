@@ -182,9 +182,12 @@ class FreeCapacity:
             if node.gpu_memory_gb < job.gpu_memory_gb:
                 raise CapacityError(f"node {a.node_id!r} has too little GPU memory")
             workers = len(a.gpu_indices) // job.gpus_per_worker
-            if workers * job.cpus_per_worker > self._cpus[a.node_id] + 1e-9:
+            # A job that needs no CPUs (or memory) fits even where running jobs overcommit them.
+            cpus = workers * job.cpus_per_worker
+            if cpus > 0 and cpus > self._cpus[a.node_id] + 1e-9:
                 raise CapacityError(f"node {a.node_id!r} has too few free CPUs")
-            if workers * job.memory_gb_per_worker > self._mem[a.node_id] + 1e-9:
+            memory = workers * job.memory_gb_per_worker
+            if memory > 0 and memory > self._mem[a.node_id] + 1e-9:
                 raise CapacityError(f"node {a.node_id!r} has too little free memory")
 
 
@@ -199,3 +202,11 @@ def assignments_for(
         gpus = capacity.free_gpus(node_id)[: workers * job.gpus_per_worker]
         out.append(Assignment(node_id=node_id, gpu_indices=gpus))
     return tuple(out)
+
+
+def not_enough_room(job: Job, workers: int, room: int) -> str:
+    """The reason a placement gives when the nodes that suit `job` hold only `room` workers."""
+    return (
+        f"needs {workers} workers of {job.gpus_per_worker} GPUs; the nodes that meet its "
+        f"GPU-memory, CPU and memory needs have room for {room}"
+    )

@@ -135,26 +135,31 @@ class _Round:
         self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held)
         self.explanations: dict[str, JobExplanation] = {}
         self.fallback: Fallback | None = None
+        self.replaced: dict[Stage, object] = {}
         self.refs = pipeline.policy_refs()
 
     # -- fault handling -------------------------------------------------------------------------
-    def _call(
-        self, stage: Stage, policy_name: str, call: Callable[[object], T], policy: object
-    ) -> T:
-        """Run a stage's policy; on a fault, use the profile's fallback for the stage if any."""
+    def _call(self, stage: Stage, call: Callable[[object], T], policy: object) -> T:
+        """Run a stage's policy; on a fault, use the profile's fallback for the stage if any.
+
+        Once a stage has fallen back, the fallback answers the rest of that stage's calls
+        in this decision (placement calls its policy once per job).
+        """
+        replaced = self.replaced.get(stage)
+        if replaced is not None:
+            return _guarded(stage, call, replaced)
         try:
-            return call(policy)
+            return _guarded(stage, call, policy)
         except PolicyFault as fault:
-            error: Exception = fault
-        except Exception as exc:
-            error = PolicyFault(stage, policy_name, f"raised {type(exc).__name__}: {exc}")
+            error = fault
         backup = self.pipeline.fallbacks.get(stage)
         if backup is None or self.fallback is not None:
             raise error
         name = getattr(backup, "name", "?")
         self.fallback = Fallback(policy=name, reason=str(error))
         self.refs[stage.value] = PolicyRef(name=name, version=getattr(backup, "version", "?"))
-        return call(backup)
+        self.replaced[stage] = backup
+        return _guarded(stage, call, backup)
 
     def _explain(self, job_id: str, status: JobStatus, reason: str) -> None:
         self.explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
@@ -233,7 +238,7 @@ class _Round:
             _check_one_each(Stage.ADMISSION, p, [r.job_id for r in results], jobs)
             return results
 
-        results = self._call(Stage.ADMISSION, policy.name, call, policy)
+        results = self._call(Stage.ADMISSION, call, policy)
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
@@ -245,7 +250,7 @@ class _Round:
             _check_one_each(Stage.ORDERING, p, list(result.job_ids), jobs)
             return result
 
-        return self._call(Stage.ORDERING, policy.name, call, policy)
+        return self._call(Stage.ORDERING, call, policy)
 
     def _scaling(self, jobs: list[Job]) -> list[ScalingResult]:
         policy = self.pipeline.scaling
@@ -265,7 +270,7 @@ class _Round:
                     )
             return results
 
-        results = self._call(Stage.SCALING, policy.name, call, policy)
+        results = self._call(Stage.SCALING, call, policy)
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
@@ -287,6 +292,7 @@ class _Allocation:
         self.preempted: dict[str, str] = {}
         self.pending: dict[str, str] = {}
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
+        self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
 
     def _quota_left(self, tenant: str) -> int | None:
         spec = self.snapshot.tenants_by_id.get(tenant)
@@ -351,7 +357,9 @@ class _Allocation:
         must_run = [j for j in running if j.id in keep and not j.preemptible]
         selected = {j.id for j in must_run}
         budget -= sum(j.placed_gpus for j in must_run)
-        rank = {j.id: i for i, j in enumerate(self.ordered)}
+        for job in must_run:
+            # Their GPUs count against their tenant's quota like any selected job's.
+            tenant_budget[job.tenant] = tenant_budget.get(job.tenant, 0) + job.placed_gpus
         for job in self.ordered:
             if job.id in selected or job.id in self.preempted:
                 continue
@@ -373,28 +381,43 @@ class _Allocation:
             elif not self.ordering.backfill:
                 break
         self.selected = selected
+        selected_before: dict[str, int] = {}
+        count = 0
+        for job in self.ordered:
+            selected_before[job.id] = count
+            count += job.id in selected
         for job in running:
             if job.id in keep and job.id not in selected:
                 keep.discard(job.id)
-                ahead = [j.id for j in self.ordered[: rank[job.id]] if j.id in selected]
                 self.preempted[job.id] = (
-                    f"preempted for higher-priority jobs ({len(ahead)} ahead in "
+                    f"preempted for higher-priority jobs ({selected_before[job.id]} ahead in "
                     f"{self.rnd.pipeline.ordering.name} order)"
                 )
         return keep
 
     def _restore_needless_preemptions(self, running: list[Job]) -> None:
-        """Undo a preemption whose GPUs nobody took after all (fragmentation, quotas)."""
+        """Undo a preemption whose GPUs nobody took after all (fragmentation, quotas).
+
+        Not when a job started or grown this round left the tenant no quota for it, nor
+        when others took the node's CPUs or memory: then the preemption was needed.
+        """
         for job in running:
             reason = self.preempted.get(job.id)
             if reason is None or not reason.startswith("preempted for"):
                 continue
-            if all(
+            if not all(
                 set(a.gpu_indices) <= set(self.free.free_gpus(a.node_id)) for a in job.placement
             ):
+                continue
+            quota = self._quota_left(job.tenant)
+            if job.tenant in self.grown_tenants and quota is not None and job.placed_gpus > quota:
+                continue
+            try:
                 self.free.take(job, job.placement)
-                self._hold(job, job.placement)
-                del self.preempted[job.id]
+            except CapacityError:
+                continue
+            self._hold(job, job.placement)
+            del self.preempted[job.id]
 
     def _resize(self, job: Job) -> None:
         target = self.target.get(job.id)
@@ -414,6 +437,7 @@ class _Allocation:
             return
         outcome = self._place(job, extra)
         if outcome.placed:
+            self.grown_tenants.add(job.tenant)
             self.placement[job.id] = _merge(job.placement, outcome.assignments)
             self.tenant_gpus[job.tenant] = (
                 self.tenant_gpus.get(job.tenant, 0) + extra * job.gpus_per_worker
@@ -455,6 +479,7 @@ class _Allocation:
                 continue
             outcome = self._place(job, count)
             if outcome.placed:
+                self.grown_tenants.add(job.tenant)
                 self._hold(job, outcome.assignments)
                 return blocked_by
             reason = outcome.reason or "placement found no fit"
@@ -481,7 +506,7 @@ class _Allocation:
                     raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
             return outcome
 
-        return self.rnd._call(Stage.PLACEMENT, policy.name, call, policy)
+        return self.rnd._call(Stage.PLACEMENT, call, policy)
 
     def _explain_all(self) -> None:
         rnd = self.rnd
@@ -506,6 +531,16 @@ class _Allocation:
 
 def _name(policy: object) -> str:
     return str(getattr(policy, "name", type(policy).__name__))
+
+
+def _guarded(stage: Stage, call: Callable[[object], T], policy: object) -> T:
+    """`call(policy)`, with anything it raises turned into a PolicyFault naming the policy."""
+    try:
+        return call(policy)
+    except PolicyFault:
+        raise
+    except Exception as exc:
+        raise PolicyFault(stage, _name(policy), f"raised {type(exc).__name__}: {exc}") from exc
 
 
 def _check_one_each(stage: Stage, policy: object, ids: list[str], jobs: Sequence[Job]) -> None:

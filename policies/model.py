@@ -377,6 +377,14 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
             )
         for k, assignment in enumerate(job.placement):
             where = f"{at}.placement[{k}]"
+            if len(assignment.gpu_indices) % job.gpus_per_worker:
+                yield Problem(
+                    path=f"{where}.gpu_indices",
+                    message=(
+                        f"{len(assignment.gpu_indices)} GPUs on one node is not whole workers "
+                        f"of {job.gpus_per_worker} GPUs"
+                    ),
+                )
             known = s.nodes_by_id.get(assignment.node_id)
             if known is None:
                 yield Problem(

@@ -97,6 +97,12 @@ def builtin_profiles() -> list[Profile]:
             ordering=choice("fifo", backfill=True),
         ),
         Profile(
+            name="load-threshold",
+            description="Admit while committed GPU demand is under 1.5x capacity; FIFO, backfill.",
+            admission=choice("load_threshold"),
+            ordering=choice("fifo", backfill=True),
+        ),
+        Profile(
             name="spread",
             description="FIFO with spread placement (one worker per node first).",
             placement=choice("spread"),

@@ -15,9 +15,17 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 
 from policies.admission.accept_all import AcceptAll
+from policies.admission.load_threshold import LoadThreshold
+from policies.admission.quota import TenantQuota
 from policies.decision import Stage
 from policies.ordering.fifo import Fifo
+from policies.ordering.sjf import ShortestJobFirst
+from policies.ordering.srtf import ShortestRemainingTimeFirst
+from policies.ordering.tiresias import Tiresias
 from policies.placement.consolidated import Consolidated
+from policies.placement.first_fit import FirstFit
+from policies.placement.random_fit import RandomFit
+from policies.placement.spread import Spread
 from policies.protocols import (
     AdmissionPolicy,
     OrderingPolicy,
@@ -26,6 +34,8 @@ from policies.protocols import (
     ScalingPolicy,
 )
 from policies.scaling.as_requested import AsRequested
+from policies.scaling.drf import DominantResourceFairness
+from policies.scaling.optimus import Optimus
 
 AnyPolicy = AdmissionPolicy | OrderingPolicy | ScalingPolicy | PlacementPolicy
 
@@ -118,8 +128,18 @@ def build_registry() -> Registry:
     return Registry(
         [
             PolicySpec(AcceptAll),
+            PolicySpec(TenantQuota),
+            PolicySpec(LoadThreshold),
             PolicySpec(Fifo),
+            PolicySpec(ShortestJobFirst),
+            PolicySpec(ShortestRemainingTimeFirst),
+            PolicySpec(Tiresias),
             PolicySpec(AsRequested),
+            PolicySpec(DominantResourceFairness),
+            PolicySpec(Optimus),
             PolicySpec(Consolidated),
+            PolicySpec(Spread),
+            PolicySpec(FirstFit),
+            PolicySpec(RandomFit),
         ]
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from policies.capacity import FreeCapacity, assignments_for
+from policies.capacity import FreeCapacity, assignments_for, not_enough_room
 from policies.decision import Stage
 from policies.model import Job
 from policies.protocols import Context, NoParams, PlacementOutcome
@@ -36,13 +36,9 @@ class Consolidated:
         if single is not None:
             return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
         candidates = free.candidate_nodes(job)
-        if sum(fit for _, fit in candidates) < workers:
-            return PlacementOutcome(
-                reason=(
-                    f"needs {workers} workers of {job.gpus_per_worker} GPUs; the free GPUs that "
-                    "meet its memory and CPU needs hold fewer"
-                )
-            )
+        room = sum(fit for _, fit in candidates)
+        if room < workers:
+            return PlacementOutcome(reason=not_enough_room(job, workers, room))
         fewest = _greedy(candidates, workers)
         racks: dict[str, list[tuple[str, int]]] = {}
         for node_id, fit in candidates:

@@ -1,0 +1,49 @@
+# Arbiter: every command a newcomer or CI needs. `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install serve test lint typecheck unit bench bench-sim results openapi clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install Arbiter with CPU torch 2.13.0 (pinned by constraints.txt)
+
+serve: $(STAMP) ## Install, then serve on http://127.0.0.1:8000 with SQLite and the in-process cache
+	$(BIN)/arbiter serve --host 127.0.0.1 --port 8000
+
+lint: $(STAMP) ## Ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP) ## mypy --strict over the whole project
+	$(BIN)/mypy app policies storage simulator migrations scripts tests
+
+unit: $(STAMP) ## The pytest suite only
+	$(BIN)/pytest -q
+
+test: lint typecheck unit ## Install, then lint, type-check and run every test (PostgreSQL and Redis included)
+
+bench: $(STAMP) ## Start a service on embedded defaults and benchmark decisions per profile
+	bash scripts/serve_and_bench.sh
+
+bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
+	$(BIN)/python scripts/bench_simulator.py
+
+results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
+	$(BIN)/python scripts/make_results.py
+
+openapi: $(STAMP) ## Print the OpenAPI spec
+	$(BIN)/arbiter openapi --indent
+
+clean: ## Remove the virtual environment and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

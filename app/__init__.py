@@ -1,0 +1,1 @@
+"""HTTP service: settings, app factory, thin routers, services, errors and the CLI."""

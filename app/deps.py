@@ -1,0 +1,50 @@
+"""Typed access to what the lifespan built, for routers (`Annotated` dependencies)."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.errors import ForbiddenError, UnauthorizedError
+from app.metrics import Metrics
+from app.services.catalog import CatalogService
+from app.services.decisions import DecisionService, FeedbackService
+from app.services.health import HealthService
+from app.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    metrics: Metrics
+    decisions: DecisionService
+    feedback: FeedbackService
+    catalog: CatalogService
+    health: HealthService
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+
+
+def require_admin(request: Request, services: ServicesDep) -> None:
+    """Bearer-token check of the admin endpoints; disabled when no token is configured."""
+    expected = services.settings.admin_token
+    if expected is None:
+        raise ForbiddenError("admin endpoints are disabled: ARBITER_ADMIN_TOKEN is not set")
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise UnauthorizedError("missing bearer token")
+    if not hmac.compare_digest(token.encode(), expected.encode()):
+        raise ForbiddenError("wrong admin token")
+
+
+AdminDep = Annotated[None, Depends(require_admin)]

@@ -1,0 +1,170 @@
+"""One error shape for every failure, and the handlers that produce it.
+
+Every error body is `{"error": CODE, "detail": TEXT, "problems": [{"path", "message"}]}`.
+Expected faults raise :class:`ApiError` subclasses; anything unexpected is
+still answered in that shape (500), never as an HTML page or a bare string.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from policies.model import Problem
+
+log = logging.getLogger(__name__)
+
+
+class ProblemOut(BaseModel):
+    path: str = Field(description="JSON path of the offending value in the request body.")
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="Stable machine-readable code.", examples=["invalid_snapshot"])
+    detail: str = Field(description="What went wrong, for a person.")
+    problems: list[ProblemOut] = Field(
+        default_factory=list, description="Validation problems, one per offending value."
+    )
+
+
+class ApiError(Exception):
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, detail: str, problems: Sequence[Problem] = ()) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.problems = list(problems)
+
+
+class InvalidRequestError(ApiError):
+    status = 422
+    code = "invalid_request"
+
+
+class InvalidSnapshotError(ApiError):
+    status = 422
+    code = "invalid_snapshot"
+
+
+class NotFoundError(ApiError):
+    status = 404
+    code = "not_found"
+
+
+class BodyTooLargeError(ApiError):
+    status = 413
+    code = "body_too_large"
+
+
+class UnauthorizedError(ApiError):
+    status = 401
+    code = "unauthorized"
+
+
+class ForbiddenError(ApiError):
+    status = 403
+    code = "forbidden"
+
+
+class PolicyFailedError(ApiError):
+    status = 500
+    code = "policy_failed"
+
+
+class UnavailableError(ApiError):
+    status = 503
+    code = "unavailable"
+
+
+def error_response(
+    status: int, code: str, detail: str, problems: Iterable[Problem] = ()
+) -> Response:
+    body = {
+        "error": code,
+        "detail": detail,
+        "problems": [{"path": p.path, "message": p.message} for p in problems],
+    }
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def json_path(loc: Sequence[int | str], prefix: str = "") -> str:
+    """`('snapshot', 'jobs', 3, 'workers')` → `snapshot.jobs[3].workers`."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def problems_from_validation(errors: Iterable[Any], prefix: str = "") -> list[Problem]:
+    problems = []
+    for e in errors:
+        loc = [p for p in e.get("loc", ()) if p != "body"]
+        # Discriminated unions add the tag to the location; it is not a JSON key.
+        loc = [p for p in loc if not (isinstance(p, str) and p in {"sigmoid", "step"})]
+        message = str(e.get("msg", "invalid"))
+        if e.get("type") == "json_invalid":
+            message = f"malformed JSON: {e.get('ctx', {}).get('error', message)}"
+        problems.append(Problem(path=json_path(loc, prefix), message=message))
+    return problems
+
+
+def validation_error(error: ValidationError, prefix: str = "") -> InvalidRequestError:
+    problems = problems_from_validation(error.errors(include_url=False), prefix)
+    first = problems[0] if problems else None
+    detail = f"{len(problems)} problem(s) in the request" + (
+        f"; first: {first.path}: {first.message}" if first else ""
+    )
+    return InvalidRequestError(detail, problems)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> Response:
+        return error_response(exc.status, exc.code, exc.detail, exc.problems)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_validation(_: Request, exc: RequestValidationError) -> Response:
+        problems = problems_from_validation(exc.errors())
+        return error_response(422, "invalid_request", "the request does not validate", problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+        return error_response(
+            exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", f"unexpected {type(exc).__name__}")
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries documenting the error shape for `statuses`."""
+    text = {
+        401: "Missing or malformed bearer token.",
+        403: "Wrong token, or admin endpoints disabled.",
+        404: "Unknown profile, policy or resource.",
+        413: "Request body over the configured limit.",
+        422: "The body does not validate; each problem names its JSON path.",
+        500: "A policy failed and the profile has no fallback for it.",
+        503: "Nothing can answer right now.",
+    }
+    return {s: {"model": ErrorOut, "description": text[s]} for s in statuses}

@@ -1,0 +1,159 @@
+"""The app factory: `create_app(settings)` builds everything; nothing happens at import.
+
+The lifespan owns the process-wide resources (database engine, decision log,
+cache) and disposes of them on shutdown. Routers stay thin; services hold the
+logic; storage owns the queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from pydantic.json_schema import models_json_schema
+
+from app.deps import Services
+from app.errors import ErrorOut, install_error_handlers
+from app.limits import BodyLimitMiddleware
+from app.metrics import Metrics
+from app.routers import catalog, decisions, feedback, health
+from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
+from app.services.catalog import CatalogService
+from app.services.decisions import DecisionService, FeedbackService
+from app.services.health import HealthService
+from app.settings import Settings
+from policies.decision import Decision
+from policies.profiles import load_profiles
+from policies.registry import build_registry
+from storage.cache import create_cache
+from storage.db import create_engine_for, make_sessionmaker, upgrade_database
+from storage.log import DecisionLog
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "0.1.0"
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _prepare_sqlite_path(url: str) -> None:
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + ":memory:"):
+        Path(url[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _migrate_until_done(url: str, stop: threading.Event) -> None:
+    """Apply migrations; if the database is away at start, keep trying in the background."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            upgrade_database(url)
+            return
+        except Exception as error:
+            log.warning("database migration failed (%s); retrying in %.0fs", error, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    registry = build_registry()
+    profiles = load_profiles(registry, settings.profiles_file)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _prepare_sqlite_path(settings.database_url)
+        stop = threading.Event()
+        migrator: threading.Thread | None = None
+        if settings.migrate_on_start:
+            try:
+                upgrade_database(settings.database_url)
+            except Exception as error:
+                log.warning("database unavailable at start (%s); decisions will be buffered", error)
+                migrator = threading.Thread(
+                    target=_migrate_until_done,
+                    args=(settings.database_url, stop),
+                    name="arbiter-migrate",
+                    daemon=True,
+                )
+                migrator.start()
+        engine = create_engine_for(settings.database_url)
+        decision_log = DecisionLog(
+            make_sessionmaker(engine),
+            spill_dir=settings.spill_dir,
+            max_buffer=settings.log_buffer,
+            batch_size=settings.log_batch_size,
+            flush_interval_s=settings.log_flush_interval_s,
+        )
+        decision_log.start()
+        cache = create_cache(settings.redis_url)
+        metrics = Metrics()
+        metrics.watch_log(decision_log.stats)
+        app.state.services = Services(
+            settings=settings,
+            metrics=metrics,
+            decisions=DecisionService(registry, profiles, decision_log, metrics),
+            feedback=FeedbackService(decision_log, metrics),
+            catalog=CatalogService(registry, profiles),
+            health=HealthService(engine, cache, decision_log.stats, len(profiles)),
+        )
+        app.state.decision_log = decision_log
+        try:
+            yield
+        finally:
+            stop.set()
+            decision_log.stop()
+            cache.close()
+            engine.dispose()
+            if migrator is not None:
+                migrator.join(timeout=1.0)
+
+    app = FastAPI(
+        title="Arbiter",
+        version=API_VERSION,
+        summary="Scheduling decisions for GPU clusters that train and serve deep-learning models.",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+    for router in (decisions.router, feedback.router, catalog.router, health.router):
+        app.include_router(router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title,
+            version=app.version,
+            summary=app.summary,
+            routes=app.routes,
+        )
+        # Raw-body routes declare their request schemas by reference; add those models.
+        _, defs = models_json_schema(
+            [(m, "validation") for m in (DecisionRequest, StageDecisionRequest, FeedbackRequest)]
+            + [(Decision, "serialization"), (ErrorOut, "serialization")],
+            ref_template="#/components/schemas/{model}",
+        )
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        for name, schema in defs.get("$defs", {}).items():
+            schemas.setdefault(name, schema)
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def app_factory() -> FastAPI:
+    """Entry point for `uvicorn --factory`: settings from the environment."""
+    return create_app(Settings())

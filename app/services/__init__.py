@@ -1,0 +1,1 @@
+"""Services: orchestrate the core, storage and cache for the routers."""

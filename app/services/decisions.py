@@ -1,0 +1,148 @@
+"""Decisions: parse the snapshot, run the profile's pipeline, answer, log off the path.
+
+The request path touches neither the database nor Redis: pipelines are built at
+start-up, the decision is encoded straight to JSON bytes by pydantic-core, and
+the log record is handed to the write-behind :class:`storage.log.DecisionLog`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.errors import (
+    InvalidSnapshotError,
+    NotFoundError,
+    PolicyFailedError,
+    validation_error,
+)
+from app.metrics import Metrics
+from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
+from policies.decision import Decision, Stage
+from policies.engine import Pipeline, PolicyFault
+from policies.model import Problem, Snapshot, snapshot_problems
+from policies.profiles import Profile
+from policies.registry import Registry
+from storage.records import DecisionRecord, FeedbackRecord
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class LogSink(Protocol):
+    def submit_decision(self, record: DecisionRecord) -> None: ...
+    def submit_feedback(self, record: FeedbackRecord) -> None: ...
+
+
+def parse_body(body: bytes, model: type[M]) -> M:
+    """Validate a raw JSON body straight into `model` (no intermediate dict)."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as error:
+        raise validation_error(error) from error
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    problems = snapshot_problems(snapshot)
+    if problems:
+        located = [Problem(path=f"snapshot.{p.path}", message=p.message) for p in problems]
+        raise InvalidSnapshotError(
+            f"{len(located)} problem(s) in the snapshot; first: "
+            f"{located[0].path}: {located[0].message}",
+            located,
+        )
+
+
+class DecisionService:
+    def __init__(
+        self, registry: Registry, profiles: dict[str, Profile], log: LogSink, metrics: Metrics
+    ) -> None:
+        self.registry = registry
+        self.profiles = profiles
+        self.pipelines = {name: Pipeline.build(p, registry) for name, p in profiles.items()}
+        self.log = log
+        self.metrics = metrics
+
+    def pipeline(self, profile: str) -> Pipeline:
+        pipeline = self.pipelines.get(profile)
+        if pipeline is None:
+            known = ", ".join(sorted(self.pipelines))
+            raise NotFoundError(f"unknown profile {profile!r}; known: {known}")
+        return pipeline
+
+    def decide(self, body: bytes, stage: Stage | None = None) -> bytes:
+        """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
+        started = time.perf_counter()
+        stages: Sequence[Stage] | None
+        if stage is None:
+            request = parse_body(body, DecisionRequest)
+            stages, endpoint = request.stages, "decisions"
+        else:
+            stage_request = parse_body(body, StageDecisionRequest)
+            request = DecisionRequest(
+                profile=stage_request.profile,
+                snapshot=stage_request.snapshot,
+                stages=[stage],
+                seed=stage_request.seed,
+            )
+            stages, endpoint = [stage], f"decisions/{stage.value}"
+        pipeline = self.pipeline(request.profile)
+        check_snapshot(request.snapshot)
+        try:
+            decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
+        except PolicyFault as fault:
+            raise PolicyFailedError(str(fault)) from fault
+        encoded = Decision.__pydantic_serializer__.to_json(decision)
+        elapsed = time.perf_counter() - started
+        self.metrics.decisions.labels(request.profile, endpoint).inc()
+        self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
+        if decision.fallback is not None:
+            self.metrics.fallbacks.labels(request.profile).inc()
+        self.log.submit_decision(
+            DecisionRecord(
+                decision_id=decision.decision_id,
+                cluster_id=decision.cluster_id,
+                profile=decision.profile,
+                created_at=datetime.now(UTC),
+                now=decision.now,
+                stages=[s.value for s in decision.stages],
+                policies={k: v.model_dump() for k, v in decision.policies.items()},
+                snapshot=request.snapshot,
+                decision=encoded,
+                latency_ms=elapsed * 1000.0,
+                fallback=decision.fallback.model_dump() if decision.fallback else None,
+            )
+        )
+        return encoded
+
+
+class FeedbackService:
+    def __init__(self, log: LogSink, metrics: Metrics) -> None:
+        self.log = log
+        self.metrics = metrics
+
+    def accept(self, body: bytes) -> int:
+        request = parse_body(body, FeedbackRequest)
+        received = datetime.now(UTC)
+        for event in request.events:
+            payload = event.model_dump(
+                mode="json",
+                exclude={"event_id", "cluster_id", "decision_id", "occurred_at", "kind"},
+            )
+            self.log.submit_feedback(
+                FeedbackRecord(
+                    event_id=event.event_id,
+                    kind=event.kind,
+                    cluster_id=event.cluster_id,
+                    payload=payload,
+                    decision_id=event.decision_id,
+                    job_id=getattr(event, "job_id", None),
+                    occurred_at=event.occurred_at,
+                    received_at=received,
+                )
+            )
+            self.metrics.feedback.labels(event.kind).inc()
+        return len(request.events)

@@ -1,0 +1,165 @@
+"""Dominant Resource Fairness across tenants (Ghodsi et al., NSDI 2011, §4).
+
+DRF equalises each user's *dominant share*, the largest fraction of any one
+resource the user holds, by progressive filling: repeatedly serve the user with
+the lowest dominant share. Here the users are tenants (weighted by
+`tenants[].weight`, as in the paper's weighted DRF), the resources are
+the GPUs, CPUs and memory of the training-schedulable nodes, and a "task" is
+one step of a job: starting a waiting job at its minimum worker count, or
+growing a started elastic job to its next accepted count.
+
+Choices the paper leaves open, and why:
+- Running jobs keep what they hold before filling starts: scaling does not
+  preempt (that is the ordering's call), and their resources are spent anyway.
+- A tenant's waiting jobs start (in service order) before its running jobs
+  grow, since a job at zero workers gains more than one that already runs.
+- Within a tenant, the job with the lowest dominant share of its own grows
+  first, so a tenant's share is spread over its jobs rather than its first.
+- A step that no longer fits never will (the pool only shrinks), so the job
+  drops out; filling ends when no tenant has a step that fits.
+
+Tenants and jobs sit in heaps keyed by share, so a call costs
+O((jobs + steps) · log jobs) and stays fast for thousands of jobs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from policies.decision import ScalingResult, Stage
+from policies.model import Job, JobState
+from policies.protocols import Context, NoParams
+from policies.scaling.pool import (
+    ResourcePool,
+    demand,
+    held_count,
+    holds_unusable_gpus,
+    next_count,
+)
+
+
+@dataclass
+class _Tenant:
+    name: str
+    weight: float
+    rank: int  # service position of its first job: breaks ties between equal shares
+    used: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    waiting: deque[Job] = field(default_factory=deque)
+    growable: list[tuple[float, int, str]] = field(default_factory=list)  # (own share, rank, id)
+
+
+class DominantResourceFairness:
+    name: ClassVar[str] = "drf"
+    version: ClassVar[str] = "1"
+    stage: ClassVar[Stage] = Stage.SCALING
+    summary: ClassVar[str] = (
+        "Weighted dominant resource fairness across tenants by progressive filling."
+    )
+    source: ClassVar[str] = "Ghodsi et al., Dominant Resource Fairness, NSDI 2011, §4."
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
+        snapshot = ctx.snapshot
+        pool = ResourcePool.for_training(snapshot)
+        rank = {job.id: i for i, job in enumerate(jobs)}
+        counts = {job.id: job.allowed_worker_counts() for job in jobs}
+        workers: dict[str, int] = {}
+        refused: dict[str, str] = {}
+        tenants: dict[str, _Tenant] = {}
+
+        def tenant_of(job: Job) -> _Tenant:
+            if job.tenant not in tenants:
+                spec = snapshot.tenants_by_id.get(job.tenant)
+                weight = spec.weight if spec is not None else 1.0
+                tenants[job.tenant] = _Tenant(job.tenant, weight, rank[job.id])
+            return tenants[job.tenant]
+
+        def grant(job: Job, count: int) -> None:
+            extra = count - workers.get(job.id, 0)
+            pool.take(job, extra)
+            tenant = tenant_of(job)
+            for i, amount in enumerate(demand(job, extra)):
+                tenant.used[i] += amount
+            workers[job.id] = count
+            if next_count(counts[job.id], count) is not None:
+                own, _ = pool.share(list(demand(job, count)))
+                heapq.heappush(tenant.growable, (own, rank[job.id], job.id))
+
+        # Running jobs first: they keep their GPUs whatever the shares say.
+        for job in jobs:
+            tenant = tenant_of(job)
+            if job.state is not JobState.RUNNING:
+                tenant.waiting.append(job)
+            elif holds_unusable_gpus(job, snapshot):
+                workers[job.id] = 0
+                refused[job.id] = "DRF: it holds GPUs on a node training can no longer use"
+            else:
+                grant(job, held_count(job))
+
+        by_id = {job.id: job for job in jobs}
+
+        def serve(tenant: _Tenant) -> bool:
+            """One step for `tenant`: start a waiting job, else grow one; False if none fits."""
+            while tenant.waiting:
+                job = tenant.waiting.popleft()
+                minimum = counts[job.id][0]
+                if pool.fits(job, minimum):
+                    grant(job, minimum)
+                    return True
+                workers[job.id] = 0
+                refused[job.id] = (
+                    f"DRF: no capacity left at its minimum of {minimum} workers "
+                    f"({_needs(job, minimum)}; {_left(pool)} left) when tenant "
+                    f"{tenant.name!r} was served at weighted dominant share "
+                    f"{_weighted(pool, tenant):.3f}"
+                )
+            while tenant.growable:
+                _, _, job_id = heapq.heappop(tenant.growable)
+                job = by_id[job_id]
+                step = next_count(counts[job_id], workers[job_id])
+                if step is not None and pool.fits(job, step - workers[job_id]):
+                    grant(job, step)
+                    return True
+            return False
+
+        queue = [(_weighted(pool, t), t.rank, t.name) for t in tenants.values()]
+        heapq.heapify(queue)
+        while queue:
+            _, _, name = heapq.heappop(queue)
+            tenant = tenants[name]
+            if serve(tenant):
+                heapq.heappush(queue, (_weighted(pool, tenant), tenant.rank, name))
+
+        out = []
+        for job in jobs:
+            count = workers.get(job.id, 0)
+            tenant = tenants[job.tenant]
+            share, resource = pool.share(tenant.used)
+            reason = refused.get(job.id) or (
+                f"DRF: {count} workers; tenant {tenant.name!r} ends at dominant share "
+                f"{share:.3f} of {resource} (weight {tenant.weight:g}, weighted "
+                f"{share / tenant.weight:.3f})"
+            )
+            out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
+        return out
+
+
+def _weighted(pool: ResourcePool, tenant: _Tenant) -> float:
+    return pool.share(tenant.used)[0] / tenant.weight
+
+
+def _needs(job: Job, workers: int) -> str:
+    gpus, cpus, memory = demand(job, workers)
+    return f"{gpus:g} GPUs, {cpus:g} CPUs, {memory:g} GB"
+
+
+def _left(pool: ResourcePool) -> str:
+    gpus, cpus, memory = (max(0.0, x) for x in pool.left)
+    return f"{gpus:g} GPUs, {cpus:g} CPUs, {memory:g} GB"

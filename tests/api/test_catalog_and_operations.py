@@ -1,0 +1,102 @@
+"""Profiles, policies, health, readiness, metrics and the OpenAPI spec."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from policies.registry import build_registry
+from tests.api.conftest import small_snapshot
+
+
+def test_profiles_lists_objects_with_name_and_stages(client: TestClient) -> None:
+    profiles = client.get("/v1/profiles").json()
+
+    names = {p["name"] for p in profiles}
+    assert {"fifo", "sjf", "srtf", "tiresias", "drf", "optimus"} <= names
+    tiresias = next(p for p in profiles if p["name"] == "tiresias")
+    assert tiresias["stages"]["ordering"]["name"] == "tiresias"
+    assert set(tiresias["stages"]) == {"admission", "ordering", "scaling", "placement"}
+
+
+def test_single_profile_and_unknown_profile(client: TestClient) -> None:
+    assert client.get("/v1/profiles/drf").json()["stages"]["scaling"]["name"] == "drf"
+    missing = client.get("/v1/profiles/nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "not_found"
+
+
+def test_policies_lists_every_registered_policy_with_params_schema(client: TestClient) -> None:
+    policies = client.get("/v1/policies").json()
+
+    listed = {(p["stage"], p["name"]) for p in policies}
+    registered = {(s.stage.value, s.name) for s in build_registry().specs()}
+    assert listed == registered
+    fifo = next(p for p in policies if p["name"] == "fifo")
+    assert "backfill" in fifo["params_schema"]["properties"]
+    assert fifo["source"]
+
+
+def test_healthz_and_readyz_report_components(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+    ready = client.get("/readyz").json()
+
+    assert ready["status"] == "ready"
+    assert ready["components"]["database"]["ok"] is True
+    assert ready["components"]["cache"]["detail"] == "memory"
+
+
+def test_metrics_count_decisions_by_profile(client: TestClient) -> None:
+    client.post("/v1/decisions", json={"profile": "fifo", "snapshot": small_snapshot()})
+
+    text = client.get("/metrics").text
+
+    assert 'arbiter_decisions_total{endpoint="decisions",profile="fifo"} 1.0' in text
+    assert "arbiter_decision_seconds_bucket" in text
+    assert "arbiter_log_written" in text
+
+
+def test_openapi_is_complete_with_stable_operation_ids(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+
+    operations = {
+        op["operationId"]: (path, method)
+        for path, methods in spec["paths"].items()
+        for method, op in methods.items()
+    }
+    assert {
+        "create_decision",
+        "create_admission_decision",
+        "create_ordering_decision",
+        "create_scaling_decision",
+        "create_placement_decision",
+        "post_feedback",
+        "list_profiles",
+        "list_policies",
+        "healthz",
+        "readyz",
+        "metrics",
+    } <= set(operations)
+    decide = spec["paths"]["/v1/decisions"]["post"]
+    body = decide["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/DecisionRequest"}
+    assert body["example"]["profile"] == "tiresias"
+    assert {"404", "413", "422", "500"} <= set(decide["responses"])
+    schemas = spec["components"]["schemas"]
+    for name in ("DecisionRequest", "Snapshot", "Job", "Node", "Decision", "ErrorOut"):
+        assert name in schemas, name
+    _assert_refs_resolve(spec, spec)
+
+
+def _assert_refs_resolve(spec: object, root: dict[str, object]) -> None:
+    if isinstance(spec, dict):
+        ref = spec.get("$ref")
+        if isinstance(ref, str):
+            name = ref.removeprefix("#/components/schemas/")
+            schemas = root["components"]["schemas"]  # type: ignore[index]
+            assert name in schemas, f"dangling $ref {ref}"
+        for value in spec.values():
+            _assert_refs_resolve(value, root)
+    elif isinstance(spec, list):
+        for value in spec:
+            _assert_refs_resolve(value, root)

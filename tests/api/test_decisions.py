@@ -1,0 +1,212 @@
+"""POST /v1/decisions and the per-stage endpoints."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import small_snapshot
+
+
+def post(client: TestClient, body: Any, path: str = "/v1/decisions") -> Any:
+    return client.post(path, json=body)
+
+
+def test_decision_places_jobs_and_explains_every_job(client: TestClient) -> None:
+    response = post(client, {"profile": "fifo", "snapshot": small_snapshot()})
+
+    assert response.status_code == 200
+    decision = response.json()
+    assert decision["profile"] == "fifo"
+    assert decision["ordering"] == ["running", "big", "small"]
+    placed = {p["job_id"]: p["assignments"] for p in decision["placement"]}
+    assert placed["running"] == [{"node_id": "n0", "gpu_indices": [0, 1]}]
+    assert placed["big"] == [{"node_id": "n1", "gpu_indices": [0, 1, 2, 3]}]
+    assert placed["small"] == [{"node_id": "n0", "gpu_indices": [2]}]
+    assert {e["job_id"] for e in decision["explanations"]} == {"running", "big", "small"}
+    assert decision["policies"]["ordering"] == {"name": "fifo", "version": "1"}
+    assert decision["fallback"] is None
+
+
+@pytest.mark.parametrize("profile", ["fifo", "sjf", "srtf", "tiresias", "drf", "optimus"])
+def test_every_required_profile_answers_with_a_valid_decision(
+    client: TestClient, profile: str
+) -> None:
+    response = post(client, {"profile": profile, "snapshot": small_snapshot()})
+
+    assert response.status_code == 200, response.text
+    decision = response.json()
+    used = [
+        (a["node_id"], g)
+        for p in decision["placement"]
+        for a in p["assignments"]
+        for g in a["gpu_indices"]
+    ]
+    assert len(used) == len(set(used))
+    assert sorted(decision["ordering"]) == ["big", "running", "small"]
+
+
+def test_stage_endpoint_runs_only_that_stage_and_its_prerequisites(client: TestClient) -> None:
+    response = post(
+        client, {"profile": "sjf", "snapshot": small_snapshot()}, "/v1/decisions/ordering"
+    )
+
+    assert response.status_code == 200
+    decision = response.json()
+    assert decision["stages"] == ["admission", "ordering"]
+    assert decision["ordering"][1:] == ["small", "big"]
+    assert decision["placement"] == []
+    assert decision["scaling"] == []
+
+
+def test_decision_with_stage_subset_in_body(client: TestClient) -> None:
+    body = {"profile": "fifo", "snapshot": small_snapshot(), "stages": ["scaling"]}
+
+    decision = post(client, body).json()
+
+    assert decision["stages"] == ["admission", "ordering", "scaling"]
+    assert [s["workers"] for s in decision["scaling"]] == [2, 4, 1]
+
+
+def test_unknown_profile_is_404_naming_known_profiles(client: TestClient) -> None:
+    response = post(client, {"profile": "nope", "snapshot": small_snapshot()})
+
+    assert response.status_code == 404
+    body = response.json()
+    assert body["error"] == "not_found"
+    assert "nope" in body["detail"]
+    assert "fifo" in body["detail"]
+
+
+def test_unknown_stage_path_is_404(client: TestClient) -> None:
+    response = post(
+        client, {"profile": "fifo", "snapshot": small_snapshot()}, "/v1/decisions/everything"
+    )
+
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+def _problems(response: Any) -> list[str]:
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert set(body) == {"error", "detail", "problems"}
+    return [f"{p['path']}: {p['message']}" for p in body["problems"]]
+
+
+def test_duplicate_job_ids_are_422_with_path(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][2]["id"] = "big"
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[2].id: duplicate job id") for p in problems)
+
+
+def test_placement_on_unknown_node_is_422_with_path(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][0]["placement"][0]["node_id"] = "ghost"
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert problems == ["snapshot.jobs[0].placement[0].node_id: unknown node 'ghost'"]
+
+
+def test_gpu_used_twice_is_422_naming_both_jobs(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    second = copy.deepcopy(snapshot["jobs"][0])
+    second["id"] = "thief"
+    snapshot["jobs"].append(second)
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(
+        p.startswith("snapshot.jobs[3].placement[0].gpu_indices[0]") and "'running'" in p
+        for p in problems
+    )
+
+
+def test_gpu_index_out_of_range_is_422(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][0]["placement"][0]["gpu_indices"] = [0, 9]
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[0].placement[0].gpu_indices[1]") for p in problems)
+
+
+def test_negative_counts_are_422_with_path(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["nodes"][1]["gpus"] = -1
+    snapshot["jobs"][1]["workers"] = -2
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.nodes[1].gpus") for p in problems)
+    assert any(p.startswith("snapshot.jobs[1].workers") for p in problems)
+
+
+def test_wrong_types_are_422_with_path(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][1]["workers"] = "many"
+    snapshot["now"] = [1]
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[1].workers") for p in problems)
+    assert any(p.startswith("snapshot.now") for p in problems)
+
+
+def test_min_above_requested_is_422(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][1]["min_workers"] = 8
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[1].min_workers") for p in problems)
+
+
+def test_malformed_json_is_422(client: TestClient) -> None:
+    response = client.post(
+        "/v1/decisions",
+        content=b'{"profile": "fifo", "snapshot": {',
+        headers={"content-type": "application/json"},
+    )
+
+    problems = _problems(response)
+    assert any("malformed JSON" in p for p in problems)
+
+
+def test_missing_and_unknown_keys_are_422(client: TestClient) -> None:
+    problems = _problems(post(client, {"snapshot": small_snapshot(), "colour": "red"}))
+
+    assert any(p.startswith("profile:") for p in problems)
+    assert any(p.startswith("colour:") for p in problems)
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"] += [{"id": f"pad-{i}", "workers": 1, "model": "x" * 200} for i in range(400)]
+
+    response = post(client, {"profile": "fifo", "snapshot": snapshot})
+
+    assert response.status_code == 413
+    assert response.json()["error"] == "body_too_large"
+
+
+def test_oversized_chunked_body_is_413(client: TestClient) -> None:
+    def chunks() -> Any:
+        yield b'{"profile": "fifo", "snapshot": {"jobs": ['
+        for _ in range(2000):
+            yield b'{"id": "x", "workers": 1},' * 4
+        yield b"]}}"
+
+    response = client.post(
+        "/v1/decisions", content=chunks(), headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 413
+    assert response.json()["error"] == "body_too_large"

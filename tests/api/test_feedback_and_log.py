@@ -1,0 +1,74 @@
+"""Feedback intake and the decision log behind the API (SQLite; PostgreSQL in storage tests)."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from app.settings import Settings
+from tests.api.conftest import small_snapshot
+
+
+def _flush(client: TestClient) -> None:
+    assert client.app.state.decision_log.flush(timeout_s=10.0)  # type: ignore[attr-defined]
+
+
+def test_decisions_are_logged_with_snapshot_and_versions(
+    client: TestClient, settings: Settings
+) -> None:
+    decision = client.post(
+        "/v1/decisions", json={"profile": "tiresias", "snapshot": small_snapshot()}
+    ).json()
+    _flush(client)
+
+    engine = create_engine(settings.database_url)
+    with engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT profile, cluster_id FROM decisions WHERE decision_id = :id"),
+            {"id": decision["decision_id"]},
+        ).one()
+    engine.dispose()
+    assert tuple(row) == ("tiresias", "test")
+
+
+def test_feedback_is_accepted_and_idempotent_by_event_id(
+    client: TestClient, settings: Settings
+) -> None:
+    event = {
+        "event_id": "evt-1",
+        "kind": "job_finished",
+        "cluster_id": "test",
+        "job_id": "big",
+        "started_at": 100.0,
+        "finished_at": 900.0,
+    }
+    first = client.post("/v1/feedback", json={"events": [event]})
+    second = client.post("/v1/feedback", json={"events": [event]})
+    _flush(client)
+
+    assert first.status_code == 202
+    assert first.json() == {"accepted": 1}
+    assert second.status_code == 202
+    engine = create_engine(settings.database_url)
+    with engine.connect() as connection:
+        count = connection.execute(
+            text("SELECT count(*) FROM feedback_events WHERE event_id = 'evt-1'")
+        ).scalar_one()
+    engine.dispose()
+    assert count == 1
+
+
+def test_feedback_of_unknown_kind_is_422_with_path(client: TestClient) -> None:
+    response = client.post(
+        "/v1/feedback", json={"events": [{"event_id": "e", "kind": "mood", "job_id": "j"}]}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"].startswith("events[0]")
+
+
+def test_empty_feedback_is_422(client: TestClient) -> None:
+    response = client.post("/v1/feedback", json={"events": []})
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "events"

@@ -1,0 +1,284 @@
+"""Behaviour of the engine: preemption, quotas, fallbacks and faults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import pytest
+
+from policies.capacity import FreeCapacity
+from policies.decision import JobStatus, ScalingResult, Stage
+from policies.engine import Pipeline, PolicyFault
+from policies.model import Assignment, Job, JobState, Snapshot, Tenant, snapshot_problems
+from policies.profiles import Profile
+from policies.protocols import Context, NoParams, Ordering, PlacementOutcome
+from policies.registry import PolicySpec, Registry, build_registry
+from tests.policies.builders import decide, job, node, reasons, running, snap, statuses
+from tests.policies.checks import assert_valid_decision
+
+
+class ExplodingPlacement:
+    """A placement policy with a bug: it raises on every call."""
+
+    name: ClassVar[str] = "exploding"
+    version: ClassVar[str] = "0"
+    stage: ClassVar[Stage] = Stage.PLACEMENT
+    summary: ClassVar[str] = "Raises."
+    source: ClassVar[str] = "tests"
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        raise RuntimeError("placement bug")
+
+
+class BusyGpuPlacement(ExplodingPlacement):
+    """Always answers GPU 0 of the first node, free or not."""
+
+    name: ClassVar[str] = "busy_gpu"
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        node_id = free.node_ids()[0]
+        return PlacementOutcome(assignments=(Assignment(node_id=node_id, gpu_indices=(0,)),))
+
+
+class DroppingOrdering:
+    """An ordering with a bug: it forgets the last job."""
+
+    name: ClassVar[str] = "dropping"
+    version: ClassVar[str] = "0"
+    stage: ClassVar[Stage] = Stage.ORDERING
+    summary: ClassVar[str] = "Loses a job."
+    source: ClassVar[str] = "tests"
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
+        return Ordering(job_ids=tuple(j.id for j in jobs[:-1]))
+
+
+class OversizedScaling:
+    """A scaling policy with a bug: one worker more than each job's maximum."""
+
+    name: ClassVar[str] = "oversized"
+    version: ClassVar[str] = "0"
+    stage: ClassVar[Stage] = Stage.SCALING
+    summary: ClassVar[str] = "Breaks bounds."
+    source: ClassVar[str] = "tests"
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
+        return [ScalingResult(job_id=j.id, workers=j.hi + 1) for j in jobs]
+
+
+def registry_with_faults() -> Registry:
+    faulty = [ExplodingPlacement, BusyGpuPlacement, DroppingOrdering, OversizedScaling]
+    return Registry([*build_registry().specs(), *(PolicySpec(cls) for cls in faulty)])
+
+
+def pipeline(**fields: object) -> Pipeline:
+    profile = Profile.model_validate({"name": "under-test", **fields})
+    return Pipeline.build(profile, registry_with_faults())
+
+
+def two_jobs() -> Snapshot:
+    return snap([node("n0"), node("n1")], [job("a", workers=4), job("b", workers=8)])
+
+
+def test_engine_falls_back_when_a_policy_raises() -> None:
+    snapshot = two_jobs()
+    decision = pipeline(
+        placement={"name": "exploding"}, fallback={"placement": {"name": "consolidated"}}
+    ).decide(snapshot)
+    assert decision.fallback is not None
+    assert decision.fallback.policy == "consolidated"
+    assert "placement bug" in decision.fallback.reason
+    assert decision.policies["placement"].name == "consolidated"
+    # The fallback answers for every job of the decision, not only the first.
+    assert statuses(decision) == {"a": JobStatus.STARTED, "b": JobStatus.STARTED}
+    assert_valid_decision(snapshot, decision)
+
+
+def test_engine_falls_back_when_an_ordering_breaks_its_contract() -> None:
+    decision = pipeline(
+        ordering={"name": "dropping"}, fallback={"ordering": {"name": "fifo"}}
+    ).decide(two_jobs())
+    assert decision.fallback is not None
+    assert "must answer each of its 2 jobs exactly once" in decision.fallback.reason
+    assert decision.ordering == ("a", "b")
+
+
+def test_engine_raises_policy_fault_when_a_policy_raises_without_fallback() -> None:
+    with pytest.raises(PolicyFault, match=r"exploding.*placement bug") as caught:
+        pipeline(placement={"name": "exploding"}).decide(two_jobs())
+    assert caught.value.stage is Stage.PLACEMENT
+
+
+def test_engine_raises_policy_fault_for_invalid_scaling_without_fallback() -> None:
+    with pytest.raises(PolicyFault, match=r"5 workers for job 'a' breaks its bounds \[4, 4\]"):
+        pipeline(scaling={"name": "oversized"}).decide(two_jobs())
+
+
+def test_engine_raises_policy_fault_when_placement_gives_a_busy_gpu() -> None:
+    snapshot = snap([node("n0")], [running("holder", {"n0": (0,)}), job("new")])
+    with pytest.raises(PolicyFault, match="not free"):
+        pipeline(placement={"name": "busy_gpu"}).decide(snapshot)
+
+
+def test_engine_raises_when_the_fallback_fails_too() -> None:
+    with pytest.raises(PolicyFault, match="exploding"):
+        pipeline(
+            placement={"name": "busy_gpu"},
+            fallback={"placement": {"name": "exploding"}},
+        ).decide(snap([node("n0")], [running("holder", {"n0": (0,)}), job("new")]))
+
+
+def test_engine_preemption_reason_names_the_ordering() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(8))}, estimated_duration_s=9000),
+            job("short", workers=8, estimated_duration_s=10),
+        ],
+    )
+    decision = decide(snapshot, "srtf")
+    (note,) = decision.preemptions
+    assert note.job_id == "long"
+    assert note.reason == "preempted for higher-priority jobs (1 ahead in srtf order)"
+
+
+def test_engine_preempts_a_job_on_an_unhealthy_node() -> None:
+    snapshot = snap(
+        [node("n0"), node("sick", healthy=False)],
+        [running("stranded", {"sick": (0, 1)}), running("fine", {"n0": (0, 1)})],
+    )
+    decision = decide(snapshot, "fifo")
+    assert statuses(decision) == {"stranded": JobStatus.PREEMPTED, "fine": JobStatus.RUNNING}
+    assert "'sick' is unhealthy" in reasons(decision)["stranded"]
+
+
+def test_engine_undoes_a_preemption_nobody_needed() -> None:
+    # "wide" (two 3-GPU workers) wins the run set, so "spare" is preempted, but
+    # "wide" cannot be placed (no node has two 3-GPU holes): "spare" keeps its GPUs.
+    snapshot = snap(
+        [node("n0", gpus=4), node("n1", gpus=4)],
+        [
+            running("keep", {"n0": (0, 1)}, estimated_duration_s=900),
+            running("spare", {"n1": (0, 1)}, estimated_duration_s=1000),
+            job("wide", workers=2, gpus_per_worker=3, estimated_duration_s=10),
+        ],
+    )
+    decision = decide(snapshot, "srtf")
+    assert statuses(decision)["spare"] is JobStatus.RUNNING
+    assert statuses(decision)["wide"] is JobStatus.PENDING
+    assert decision.preemptions == ()
+
+
+def test_engine_keeps_a_tenant_within_quota_when_undoing_a_preemption() -> None:
+    # "newcomer" takes the tenant's whole quota on n1; "old" is preempted for it,
+    # and although its GPUs on n0 stay free, restoring it would break the quota.
+    snapshot = snap(
+        [node("n0", gpus=2), node("n1", gpus=4)],
+        [
+            running("old", {"n0": (0, 1)}, tenant="t", estimated_duration_s=9000),
+            job("newcomer", workers=4, tenant="t", estimated_duration_s=10),
+        ],
+        tenants=(Tenant(id="t", gpu_quota=4),),
+    )
+    decision = decide(snapshot, "srtf")
+    assert statuses(decision) == {"newcomer": JobStatus.STARTED, "old": JobStatus.PREEMPTED}
+    assert_valid_decision(snapshot, decision)
+
+
+def test_engine_counts_non_preemptible_jobs_against_quota_when_choosing_who_runs() -> None:
+    # Tenant t's "pinned" job cannot be preempted and holds 4 of its 6 GPUs, so
+    # "t-short" cannot run; the run set must go to "u-short" and keep "u-long".
+    snapshot = snap(
+        [node("n0", gpus=4), node("n1", gpus=4), node("n2", gpus=4)],
+        [
+            running("pinned", {"n0": (0, 1, 2, 3)}, tenant="t", preemptible=False,
+                    estimated_duration_s=9000),
+            running("u-long", {"n1": (0, 1, 2, 3)}, tenant="u", estimated_duration_s=8000),
+            job("t-short", workers=4, tenant="t", estimated_duration_s=10),
+            job("u-short", workers=4, tenant="u", estimated_duration_s=20),
+        ],
+        tenants=(Tenant(id="t", gpu_quota=6),),
+    )  # fmt: skip
+    decision = decide(snapshot, "srtf")
+    status = statuses(decision)
+    assert status["u-long"] is JobStatus.RUNNING
+    assert status["u-short"] is JobStatus.STARTED
+    assert status["t-short"] is JobStatus.PENDING
+    assert decision.preemptions == ()
+
+
+def test_engine_does_not_undo_a_preemption_whose_cpus_were_taken() -> None:
+    # "old" is preempted for two shorter jobs; "cpu-hungry" then takes all of n0's
+    # CPUs beside old's GPUs, and "unplaceable" fails, so old's GPUs stay free but
+    # it cannot run without CPUs.
+    snapshot = snap(
+        [node("n0", cpus=8)],
+        [
+            running("old", {"n0": (4, 5, 6, 7)}, cpus_per_worker=1, estimated_duration_s=9000),
+            job("cpu-hungry", workers=4, cpus_per_worker=2, estimated_duration_s=10),
+            job("unplaceable", workers=4, gpu_memory_gb=100, estimated_duration_s=20),
+        ],
+    )
+    decision = decide(snapshot, "srtf")
+    status = statuses(decision)
+    assert status["cpu-hungry"] is JobStatus.STARTED
+    assert status["old"] is JobStatus.PREEMPTED
+    assert_valid_decision(snapshot, decision)
+
+
+def test_engine_places_a_job_without_cpu_needs_beside_jobs_that_overcommit_cpus() -> None:
+    snapshot = snap(
+        [node("n0", cpus=4)],
+        [running("greedy", {"n0": (0,)}, cpus_per_worker=8), job("gpu-only", workers=2)],
+    )
+    decision = decide(snapshot, "fifo")
+    assert statuses(decision)["gpu-only"] is JobStatus.STARTED
+
+
+def test_snapshot_problems_flag_partial_workers_on_a_node() -> None:
+    split = Job(
+        id="split",
+        state=JobState.RUNNING,
+        gpus_per_worker=2,
+        placement=(
+            Assignment(node_id="n0", gpu_indices=(0,)),
+            Assignment(node_id="n1", gpu_indices=(0,)),
+        ),
+    )
+    snapshot = Snapshot(nodes=(node("n0"), node("n1")), jobs=(split,))
+    paths = [p.path for p in snapshot_problems(snapshot)]
+    assert paths == ["jobs[0].placement[0].gpu_indices", "jobs[0].placement[1].gpu_indices"]
+
+
+def test_engine_answers_only_the_stages_asked_for() -> None:
+    full = decide(two_jobs(), "fifo")
+    partial = Pipeline.build(Profile(name="fifo"), build_registry()).decide(
+        two_jobs(), [Stage.ORDERING]
+    )
+    assert partial.stages == (Stage.ADMISSION, Stage.ORDERING)
+    assert partial.ordering == full.ordering
+    assert partial.placement == ()
+    assert {e.reason for e in partial.explanations} == {"placement not requested in this decision"}
+
+
+def test_decision_names_each_stages_policy_and_version() -> None:
+    decision = decide(two_jobs(), "optimus")
+    assert {stage: (ref.name, ref.version) for stage, ref in decision.policies.items()} == {
+        "admission": ("accept_all", "1"),
+        "ordering": ("srtf", "1"),
+        "scaling": ("optimus", "1"),
+        "placement": ("consolidated", "1"),
+    }

@@ -1,0 +1,238 @@
+"""Behaviour of the ordering policies, alone and through the engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.decision import JobStatus
+from policies.model import Job, Snapshot
+from policies.ordering.tiresias import Tiresias, TiresiasParams
+from policies.registry import PolicyParamsError, build_registry
+from tests.policies.builders import ctx, decide, job, node, reasons, running, snap, statuses
+
+REGISTRY = build_registry()
+
+
+def order(policy: str, snapshot: Snapshot, **params: object) -> list[str]:
+    return list(REGISTRY.ordering(policy, params).order(ctx(snapshot), list(snapshot.jobs)).job_ids)
+
+
+def test_fifo_serves_running_jobs_first_then_by_submit_time() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("late", submit_time=30),
+            job("early", submit_time=10),
+            running("old", {"n0": (0,)}, submit_time=50),
+            job("tie-b", submit_time=20),
+            job("tie-a", submit_time=20),
+        ],
+    )
+    assert order("fifo", snapshot) == ["old", "early", "tie-a", "tie-b", "late"]
+
+
+def _blocked_head() -> Snapshot:
+    return snap(
+        [node("n0")],
+        [
+            running("half", {"n0": (0, 1, 2, 3)}, submit_time=0),
+            job("big", workers=8, submit_time=1),
+            job("small", workers=2, submit_time=2),
+        ],
+    )
+
+
+def test_fifo_head_of_line_blocks_without_backfill() -> None:
+    decision = decide(_blocked_head(), "fifo")
+    assert statuses(decision)["big"] is JobStatus.PENDING
+    assert statuses(decision)["small"] is JobStatus.PENDING
+    assert "waiting behind job 'big'" in reasons(decision)["small"]
+
+
+def test_fifo_backfill_lets_small_job_start() -> None:
+    decision = decide(_blocked_head(), "fifo-backfill")
+    assert statuses(decision)["big"] is JobStatus.PENDING
+    assert statuses(decision)["small"] is JobStatus.STARTED
+
+
+def test_sjf_runs_shortest_first() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("long", workers=8, submit_time=1, estimated_duration_s=300),
+            job("short", workers=8, submit_time=2, estimated_duration_s=100),
+            job("middle", workers=8, submit_time=3, estimated_duration_s=200),
+        ],
+    )
+    decision = decide(snapshot, "sjf")
+    assert decision.ordering == ("short", "middle", "long")
+    assert statuses(decision)["short"] is JobStatus.STARTED
+    assert statuses(decision)["middle"] is JobStatus.PENDING
+
+
+def test_sjf_puts_jobs_without_an_estimate_last() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("unknown", submit_time=0),
+            job("known", submit_time=5, estimated_duration_s=50_000),
+        ],
+    )
+    assert order("sjf", snapshot) == ["known", "unknown"]
+
+
+def test_sjf_never_preempts_a_running_job() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(8))}, estimated_duration_s=10_000),
+            job("short", workers=8, estimated_duration_s=10),
+        ],
+    )
+    decision = decide(snapshot, "sjf")
+    assert statuses(decision)["long"] is JobStatus.RUNNING
+    assert statuses(decision)["short"] is JobStatus.PENDING
+    assert decision.preemptions == ()
+
+
+def _long_running_short_waiting(preemptible: bool = True) -> Snapshot:
+    return snap(
+        [node("n0")],
+        [
+            running(
+                "long",
+                {"n0": tuple(range(8))},
+                estimated_duration_s=10_000,
+                executed_time_s=100,
+                preemptible=preemptible,
+            ),
+            job("short", workers=8, estimated_duration_s=60, submit_time=50),
+        ],
+        now=200,
+    )
+
+
+def test_srtf_preempts_longer_running_job() -> None:
+    decision = decide(_long_running_short_waiting(), "srtf")
+    assert decision.ordering == ("short", "long")
+    assert statuses(decision)["long"] is JobStatus.PREEMPTED
+    assert statuses(decision)["short"] is JobStatus.STARTED
+    assert [note.job_id for note in decision.preemptions] == ["long"]
+    assert "srtf order" in decision.preemptions[0].reason
+
+
+def test_srtf_spares_a_non_preemptible_job() -> None:
+    decision = decide(_long_running_short_waiting(preemptible=False), "srtf")
+    assert statuses(decision)["long"] is JobStatus.RUNNING
+    assert statuses(decision)["short"] is JobStatus.PENDING
+
+
+def test_srtf_ranks_by_remaining_not_total_time() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("fresh", estimated_duration_s=500, submit_time=0),
+            job("nearly-done", estimated_duration_s=1000, executed_time_s=900, submit_time=1),
+            job("unknown", submit_time=-1),
+        ],
+        now=1000,
+    )
+    assert order("srtf", snapshot) == ["nearly-done", "fresh", "unknown"]
+
+
+def test_tiresias_demotes_a_job_past_its_queue_threshold() -> None:
+    policy = Tiresias(TiresiasParams())
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("served", submit_time=0, attained_service_gpu_s=3250),
+            job("almost", submit_time=1, attained_service_gpu_s=3249),
+            job("new", submit_time=2),
+        ],
+        now=3000,
+    )
+    by_id = snapshot.jobs_by_id
+    assert policy.queue(ctx(snapshot), by_id["almost"]) == 0
+    assert policy.queue(ctx(snapshot), by_id["served"]) == 1
+    assert order("tiresias", snapshot) == ["almost", "new", "served"]
+
+
+def test_tiresias_keeps_fifo_within_a_queue() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("later-less-served", submit_time=5, attained_service_gpu_s=0),
+            job("earlier-more-served", submit_time=1, attained_service_gpu_s=3000),
+        ],
+    )
+    # Plain LAS would put the less-served job first; the discretized queues do not.
+    assert order("tiresias", snapshot) == ["earlier-more-served", "later-less-served"]
+
+
+def test_tiresias_uses_one_queue_per_threshold_and_one_more() -> None:
+    params = TiresiasParams(queue_thresholds_gpu_s=(100.0, 1000.0))
+    policy = Tiresias(params)
+    snapshot = snap(
+        [node("n0")],
+        [
+            job("q0", attained_service_gpu_s=99),
+            job("q1", attained_service_gpu_s=500),
+            job("q2", attained_service_gpu_s=5000),
+        ],
+    )
+    assert [policy.queue(ctx(snapshot), j) for j in snapshot.jobs] == [0, 1, 2]
+
+
+def _starving() -> Snapshot:
+    # "starved" ran 1,000 s long ago and has waited 99,000 s since submission:
+    # more than 10 x its executed time, so the guard lifts it out of queue 1.
+    return snap(
+        [node("n0")],
+        [
+            job("fresh", submit_time=50_000),
+            job("starved", submit_time=0, executed_time_s=1000, attained_service_gpu_s=8000),
+        ],
+        now=100_000,
+    )
+
+
+def test_tiresias_starvation_guard_promotes_a_long_waiting_job() -> None:
+    snapshot = _starving()
+    starved = snapshot.jobs_by_id["starved"]
+    assert Tiresias(TiresiasParams()).queue(ctx(snapshot), starved) == 0
+    assert order("tiresias", snapshot) == ["starved", "fresh"]
+
+
+def test_tiresias_starvation_guard_can_be_turned_off() -> None:
+    assert order("tiresias", _starving(), starvation_factor=0) == ["fresh", "starved"]
+
+
+def test_tiresias_does_not_promote_a_job_that_has_not_waited_long_enough() -> None:
+    # Waited 100,000 - 60,000 - 5,000 = 35,000 s < 10 x 5,000 s executed.
+    recent: Job = job(
+        "recent", submit_time=60_000, executed_time_s=5000, attained_service_gpu_s=9e3
+    )
+    snapshot = snap([node("n0")], [recent], now=100_000)
+    assert Tiresias(TiresiasParams()).queue(ctx(snapshot), recent) == 1
+
+
+def test_tiresias_preempts_a_job_in_a_lower_queue() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("veteran", {"n0": tuple(range(8))}, attained_service_gpu_s=50_000),
+            job("newcomer", workers=8, submit_time=10),
+        ],
+        now=100,
+    )
+    decision = decide(snapshot, "tiresias")
+    assert statuses(decision)["veteran"] is JobStatus.PREEMPTED
+    assert statuses(decision)["newcomer"] is JobStatus.STARTED
+
+
+@pytest.mark.parametrize("thresholds", [[7200.0, 3600.0], [3600.0, 3600.0], [0.0]])
+def test_tiresias_refuses_thresholds_that_are_not_positive_and_ascending(
+    thresholds: list[float],
+) -> None:
+    with pytest.raises(PolicyParamsError, match="queue_thresholds_gpu_s"):
+        REGISTRY.ordering("tiresias", {"queue_thresholds_gpu_s": thresholds})

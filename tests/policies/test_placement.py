@@ -1,0 +1,153 @@
+"""Behaviour of the placement policies on small hand-made clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.capacity import FreeCapacity
+from policies.model import Job, JobState, Snapshot
+from policies.protocols import PlacementOutcome
+from policies.registry import build_registry
+from tests.policies.builders import ctx, job, node, running, snap
+
+REGISTRY = build_registry()
+
+
+def place(
+    policy: str, snapshot: Snapshot, job_id: str, workers: int | None = None, seed: int = 0
+) -> PlacementOutcome:
+    """Place a pending job of the snapshot on what its running jobs leave free."""
+    free = FreeCapacity.for_training(snapshot)
+    for held in snapshot.jobs:
+        if held.state is JobState.RUNNING:
+            free.take_held(held, held.placement)
+    placing: Job = snapshot.jobs_by_id[job_id]
+    count = placing.workers if workers is None else workers
+    return REGISTRY.placement(policy).place(ctx(snapshot, seed), placing, count, free)
+
+
+def gpus_on(outcome: PlacementOutcome) -> dict[str, int]:
+    return {a.node_id: len(a.gpu_indices) for a in outcome.assignments}
+
+
+def test_consolidated_best_fit_packs_onto_one_node_when_it_can() -> None:
+    snapshot = snap(
+        [node("roomy"), node("tight", gpus=4), node("half", gpus=4)],
+        [running("busy", {"tight": (0, 1)}), job("pair", workers=2)],
+    )
+    outcome = place("consolidated", snapshot, "pair")
+    assert gpus_on(outcome) == {"tight": 2}
+    assert outcome.assignments[0].gpu_indices == (2, 3)
+
+
+def test_consolidated_prefers_one_rack() -> None:
+    # Fewest nodes is two either way; the pair inside rack r0 beats the pair
+    # that greedy largest-first would pick across racks (r1's six plus two more).
+    snapshot = snap(
+        [
+            node("a0", gpus=4, topology={"rack": "r0"}),
+            node("a1", gpus=4, topology={"rack": "r0"}),
+            node("b0", gpus=8, topology={"rack": "r1"}),
+        ],
+        [running("busy", {"b0": (0, 1)}), job("eight", workers=8)],
+    )
+    outcome = place("consolidated", snapshot, "eight")
+    assert gpus_on(outcome) == {"a0": 4, "a1": 4}
+
+
+def test_spread_uses_one_worker_per_node() -> None:
+    snapshot = snap([node(f"n{i}") for i in range(4)], [job("four", workers=4)])
+    assert gpus_on(place("spread", snapshot, "four")) == {"n0": 1, "n1": 1, "n2": 1, "n3": 1}
+
+
+def test_spread_deals_extra_workers_round_robin() -> None:
+    snapshot = snap([node("n0"), node("n1")], [job("five", workers=5, gpus_per_worker=1)])
+    assert gpus_on(place("spread", snapshot, "five")) == {"n0": 3, "n1": 2}
+
+
+def test_spread_prefers_nodes_with_the_most_free_gpus() -> None:
+    snapshot = snap(
+        [node("busy"), node("empty"), node("half")],
+        [
+            running("a", {"busy": (0, 1, 2, 3, 4, 5)}),
+            running("b", {"half": (0, 1, 2, 3)}),
+            job("two", workers=2),
+        ],
+    )
+    assert gpus_on(place("spread", snapshot, "two")) == {"empty": 1, "half": 1}
+
+
+def test_spread_stops_at_a_node_without_room_left() -> None:
+    snapshot = snap(
+        [node("big"), node("small", gpus=1)],
+        [job("four", workers=4)],
+    )
+    assert gpus_on(place("spread", snapshot, "four")) == {"big": 3, "small": 1}
+
+
+def test_first_fit_follows_node_order() -> None:
+    snapshot = snap(
+        [node("first"), node("second"), node("third")],
+        [running("a", {"first": (0, 1, 2, 3, 4, 5)}), job("four", workers=4)],
+    )
+    # Consolidation would put all four on "second"; first fit fills "first" first.
+    assert gpus_on(place("first_fit", snapshot, "four")) == {"first": 2, "second": 2}
+
+
+def test_random_placement_is_deterministic_for_a_seed() -> None:
+    snapshot = snap([node(f"n{i}", gpus=1) for i in range(16)], [job("three", workers=3)])
+    first = place("random", snapshot, "three", seed=5)
+    assert first.placed
+    assert place("random", snapshot, "three", seed=5) == first
+    other_seeds = {tuple(gpus_on(place("random", snapshot, "three", seed=s))) for s in range(8)}
+    assert len(other_seeds) > 1, "the seed should change the draw"
+
+
+def test_random_placement_differs_between_jobs_with_the_same_seed() -> None:
+    jobs = [job(f"job{i}", workers=2) for i in range(8)]
+    snapshot = snap([node(f"n{i}", gpus=1) for i in range(16)], jobs)
+    draws = {tuple(gpus_on(place("random", snapshot, j.id, seed=1))) for j in jobs}
+    assert len(draws) > 1
+
+
+def test_random_placement_parameter_seed_shifts_the_stream() -> None:
+    snapshot = snap([node(f"n{i}", gpus=1) for i in range(16)], [job("two", workers=2)])
+    free = FreeCapacity.for_training(snapshot)
+    two = snapshot.jobs_by_id["two"]
+    draws = {
+        tuple(gpus_on(REGISTRY.placement("random", {"seed": s}).place(ctx(snapshot), two, 2, free)))
+        for s in range(8)
+    }
+    assert len(draws) > 1
+
+
+@pytest.mark.parametrize("policy", ["consolidated", "spread", "first_fit", "random"])
+def test_placement_says_why_it_cannot_place(policy: str) -> None:
+    snapshot = snap(
+        [node("n0", gpu_memory_gb=16), node("n1", gpu_memory_gb=80, gpus=2)],
+        [job("hungry", workers=4, gpu_memory_gb=40)],
+    )
+    outcome = place(policy, snapshot, "hungry")
+    assert not outcome.placed
+    assert "needs 4 workers" in outcome.reason
+    assert "room for 2" in outcome.reason
+
+
+@pytest.mark.parametrize("policy", ["consolidated", "spread", "first_fit", "random"])
+def test_placement_respects_cpu_and_memory_per_node(policy: str) -> None:
+    snapshot = snap(
+        [node("n0", cpus=4, memory_gb=64), node("n1", cpus=4, memory_gb=64)],
+        [job("cpu-bound", workers=4, cpus_per_worker=2, memory_gb_per_worker=32)],
+    )
+    outcome = place(policy, snapshot, "cpu-bound")
+    assert gpus_on(outcome) == {"n0": 2, "n1": 2}
+
+
+@pytest.mark.parametrize("policy", ["consolidated", "spread", "first_fit", "random"])
+def test_placement_gives_whole_workers_per_node(policy: str) -> None:
+    snapshot = snap(
+        [node("n0", gpus=6), node("n1", gpus=6)],
+        [job("wide", workers=3, gpus_per_worker=4)],
+    )
+    outcome = place(policy, snapshot, "wide", workers=2)
+    assert sorted(gpus_on(outcome).values()) == [4, 4]
