@@ -13,6 +13,7 @@ from app.metrics import Metrics
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
+from app.services.models import ModelService
 from app.settings import Settings
 
 
@@ -24,6 +25,7 @@ class Services:
     feedback: FeedbackService
     catalog: CatalogService
     health: HealthService
+    models: ModelService
 
 
 def _services(request: Request) -> Services:

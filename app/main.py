@@ -23,11 +23,12 @@ from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import BodyLimitMiddleware
 from app.metrics import Metrics
-from app.routers import catalog, decisions, feedback, health
+from app.routers import admin, catalog, decisions, feedback, health
 from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
+from app.services.models import ModelService
 from app.settings import Settings
 from policies.decision import Decision
 from policies.profiles import load_profiles
@@ -87,8 +88,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 )
                 migrator.start()
         engine = create_engine_for(settings.database_url)
+        sessions = make_sessionmaker(engine)
         decision_log = DecisionLog(
-            make_sessionmaker(engine),
+            sessions,
             spill_dir=settings.spill_dir,
             max_buffer=settings.log_buffer,
             batch_size=settings.log_batch_size,
@@ -105,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             feedback=FeedbackService(decision_log, metrics),
             catalog=CatalogService(registry, profiles),
             health=HealthService(engine, cache, decision_log.stats, len(profiles)),
+            models=ModelService(sessions, cache),
         )
         app.state.decision_log = decision_log
         try:
@@ -126,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    for router in (decisions.router, feedback.router, catalog.router, health.router):
+    for router in (decisions.router, feedback.router, catalog.router, health.router, admin.router):
         app.include_router(router)
 
     def openapi() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -116,3 +117,19 @@ class ComponentStatus(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ready", "degraded"]
     components: dict[str, ComponentStatus]
+
+
+class ModelVersionOut(BaseModel):
+    policy: str
+    version: str
+    active: bool
+    created_at: datetime
+    metadata: dict[str, Any] = Field(
+        description="Training data window, evaluation metrics, parent version."
+    )
+
+
+class ActivateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str = Field(min_length=1, examples=["20261121-1"])

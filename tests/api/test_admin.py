@@ -1,0 +1,76 @@
+"""Admin endpoints: token checks, listing and activating model versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from storage.db import create_engine_for, make_sessionmaker
+from storage.repositories import ModelVersionRepository
+
+TOKEN = "a-test-token-of-enough-length"
+
+
+def _auth(token: str = TOKEN) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_admin_refuses_a_missing_token_with_401(client: TestClient) -> None:
+    response = client.get("/admin/models")
+
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_admin_refuses_a_wrong_token_with_403(client: TestClient) -> None:
+    response = client.get("/admin/models", headers=_auth("not-the-right-token-at-all"))
+
+    assert response.status_code == 403
+    assert response.json()["error"] == "forbidden"
+
+
+def test_admin_is_disabled_without_a_configured_token(tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'a.db'}", admin_token=None, spill_dir=tmp_path
+    )
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/admin/models", headers=_auth())
+
+    assert response.status_code == 403
+    assert "disabled" in response.json()["detail"]
+
+
+def test_admin_lists_and_activates_model_versions(client: TestClient, settings: Settings) -> None:
+    engine = create_engine_for(settings.database_url)
+    with make_sessionmaker(engine).begin() as session:
+        repository = ModelVersionRepository(session)
+        repository.add("dl2", "v1", b"weights-1", {"note": "first"}, activate=True)
+        repository.add("dl2", "v2", b"weights-2", {"note": "second"})
+    engine.dispose()
+
+    listed = client.get("/admin/models", headers=_auth()).json()
+    activated = client.post("/admin/models/dl2/activate", json={"version": "v2"}, headers=_auth())
+    after = client.get("/admin/models", params={"policy": "dl2"}, headers=_auth()).json()
+
+    assert [(m["version"], m["active"]) for m in listed] == [("v1", True), ("v2", False)]
+    assert activated.status_code == 200
+    assert activated.json()["active"] is True
+    assert [(m["version"], m["active"]) for m in after] == [("v1", False), ("v2", True)]
+
+
+def test_activating_an_unknown_version_is_404(client: TestClient) -> None:
+    response = client.post("/admin/models/dl2/activate", json={"version": "v9"}, headers=_auth())
+
+    assert response.status_code == 404
+    assert "v9" in response.json()["detail"]
+
+
+def test_activate_without_version_is_422(client: TestClient) -> None:
+    response = client.post("/admin/models/dl2/activate", json={}, headers=_auth())
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "version"
