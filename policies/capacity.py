@@ -43,6 +43,8 @@ class FreeCapacity:
         for node_id, free in self._free.items():
             self._buckets[len(free)][node_id] = None
         self.total_free = sum(len(f) for f in self._free.values())
+        # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
+        self._room: dict[tuple[int, float, float, float], int] = {}
 
     @classmethod
     def for_training(cls, snapshot: Snapshot) -> FreeCapacity:
@@ -97,6 +99,26 @@ class FreeCapacity:
         )
         return max(0, min(by_gpu, by_cpu, by_mem))
 
+    def room_at_most(self, job: Job) -> int:
+        """An upper bound on the workers of `job` that fit now, over all nodes.
+
+        Exact when computed, then cached per job shape until GPUs are released: taking
+        GPUs only lowers the true value, so the cached one stays an upper bound. The
+        engine uses it to skip placement calls that cannot succeed, which is most of
+        them on a busy cluster with thousands of pending jobs.
+        """
+        shape = (
+            job.gpus_per_worker,
+            job.cpus_per_worker,
+            job.memory_gb_per_worker,
+            job.gpu_memory_gb,
+        )
+        room = self._room.get(shape)
+        if room is None:
+            room = sum(fit for _, fit in self.candidate_nodes(job))
+            self._room[shape] = room
+        return room
+
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
         """(node, workers that fit) for every node that takes at least one worker.
 
@@ -104,12 +126,23 @@ class FreeCapacity:
         Walks the buckets, so nodes with too few free GPUs are never looked at.
         """
         out: list[tuple[str, int]] = []
-        counts = range(self._max_gpus, job.gpus_per_worker - 1, -1)
+        gpw = job.gpus_per_worker
+        counts = range(self._max_gpus, gpw - 1, -1)
         if not descending:
-            counts = range(job.gpus_per_worker, self._max_gpus + 1)
+            counts = range(gpw, self._max_gpus + 1)
+        # The body of workers_fitting, hoisted: this loop is the engine's hottest.
+        cpw, mpw, gpu_mem = job.cpus_per_worker, job.memory_gb_per_worker, job.gpu_memory_gb
+        nodes, cpus, mem = self._nodes, self._cpus, self._mem
         for count in counts:
+            by_gpu = count // gpw
             for node_id in self._buckets[count]:
-                fit = self.workers_fitting(node_id, job)
+                if nodes[node_id].gpu_memory_gb < gpu_mem:
+                    continue
+                fit = by_gpu
+                if cpw > 0:
+                    fit = min(fit, int(cpus[node_id] // cpw))
+                if mpw > 0:
+                    fit = min(fit, int(mem[node_id] // mpw))
                 if fit > 0:
                     out.append((node_id, fit))
         return out
@@ -143,6 +176,7 @@ class FreeCapacity:
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""
+        self._room.clear()
         for a in assignments:
             if a.node_id not in self._nodes:
                 continue

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from policies.capacity import CapacityError, FreeCapacity
+from policies.capacity import CapacityError, FreeCapacity, not_enough_room
 from policies.decision import (
     ENGINE_STAGES,
     AdmissionEntry,
@@ -476,6 +476,10 @@ class _Allocation:
         for count in counts:
             if count * job.gpus_per_worker > self.free.total_free:
                 reason = f"needs {count * job.gpus_per_worker} GPUs, {self.free.total_free} free"
+                continue
+            room = self.free.room_at_most(job)
+            if room < count:
+                reason = not_enough_room(job, count, room)
                 continue
             outcome = self._place(job, count)
             if outcome.placed:

@@ -10,6 +10,7 @@ models; Gandiva, OSDI 2018, on locality).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import ClassVar
 
 from policies.capacity import FreeCapacity, assignments_for, not_enough_room
@@ -66,16 +67,15 @@ def _best_single_node(job: Job, workers: int, free: FreeCapacity) -> str | None:
 def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
     """Fewest nodes: largest first; the last piece goes to the tightest node that fits it."""
     ranked = sorted(candidates, key=lambda c: -c[1])
+    descending_fits = [-fit for _, fit in ranked]
     picked: list[tuple[str, int]] = []
     left = workers
     i = 0
     while left > 0 and i < len(ranked):
         node_id, fit = ranked[i]
         if fit >= left:
-            # Best fit for the remainder among the nodes not yet used.
-            tight = min(
-                (c for c in ranked[i:] if c[1] >= left), key=lambda c: c[1], default=ranked[i]
-            )
+            # Best fit for the remainder: the last node (fewest free) that still takes it.
+            tight = ranked[bisect_right(descending_fits, -left) - 1]
             picked.append((tight[0], left))
             left = 0
         else:
