@@ -1,0 +1,315 @@
+"""Repositories: every query Arbiter runs, one class per table.
+
+A repository wraps a caller's :class:`~sqlalchemy.orm.Session` and never commits or
+rolls back: the caller's unit of work (a request, a log batch, a retrain step) owns the
+transaction. Repositories may flush, so that database errors surface at the call that
+caused them.
+
+Inserts of logged rows (decisions, feedback) are idempotent by primary key:
+``INSERT … ON CONFLICT DO NOTHING`` on PostgreSQL and SQLite alike, so a replayed spill
+file or a retried request never duplicates a row or fails on one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Insert, Table, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, defer
+
+from storage.models import (
+    Decision,
+    FeedbackEvent,
+    ModelVersion,
+    RetrainJob,
+    RetrainStatus,
+    utc_now,
+)
+from storage.records import DecisionRecord, FeedbackRecord
+
+
+def _insert_ignoring_duplicates(
+    session: Session, table: Table, rows: Sequence[Mapping[str, object]]
+) -> int:
+    """Insert ``rows``, skipping any whose primary key exists; return how many were new."""
+    if not rows:
+        return 0
+    (key,) = table.primary_key.columns
+    dialect = session.get_bind().dialect.name
+    statement: Insert
+    if dialect == "postgresql":
+        statement = postgresql.insert(table).on_conflict_do_nothing(index_elements=[key])
+    elif dialect == "sqlite":
+        statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=[key])
+    else:  # pragma: no cover - only the two supported dialects reach here
+        raise NotImplementedError(f"no idempotent insert for dialect {dialect!r}")
+    # RETURNING yields only the rows actually inserted; rowcount is unreliable for
+    # the batched multi-row form SQLAlchemy uses for executemany.
+    inserted = session.execute(statement.returning(key), list(rows))
+    return len(inserted.all())
+
+
+def _table(model: type[Any]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+class DecisionRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add_many(self, records: Iterable[DecisionRecord]) -> int:
+        """Insert decisions; ids already stored are skipped. Returns how many were new."""
+        rows = [record.to_row() for record in records]
+        return _insert_ignoring_duplicates(self._session, _table(Decision), rows)
+
+    def get(self, decision_id: str) -> Decision | None:
+        return self._session.get(Decision, decision_id)
+
+    def count(self, cluster_id: str | None = None) -> int:
+        query = select(func.count()).select_from(Decision)
+        if cluster_id is not None:
+            query = query.where(Decision.cluster_id == cluster_id)
+        return self._session.scalar(query) or 0
+
+    def list(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        profile: str | None = None,
+        limit: int = 1000,
+        *,
+        cluster_id: str | None = None,
+    ) -> Sequence[Decision]:
+        """Decisions with ``since <= created_at < until``, oldest first (ties by id)."""
+        query = select(Decision)
+        if since is not None:
+            query = query.where(Decision.created_at >= since)
+        if until is not None:
+            query = query.where(Decision.created_at < until)
+        if profile is not None:
+            query = query.where(Decision.profile == profile)
+        if cluster_id is not None:
+            query = query.where(Decision.cluster_id == cluster_id)
+        query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
+        return self._session.scalars(query).all()
+
+
+class FeedbackRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add_many_ignoring_duplicates(self, events: Iterable[FeedbackRecord]) -> int:
+        """Insert events; an event id already stored is skipped. Returns how many were new."""
+        rows = [event.to_row() for event in events]
+        return _insert_ignoring_duplicates(self._session, _table(FeedbackEvent), rows)
+
+    def get(self, event_id: str) -> FeedbackEvent | None:
+        return self._session.get(FeedbackEvent, event_id)
+
+    def for_decision(self, decision_id: str) -> Sequence[FeedbackEvent]:
+        """Events that refer to ``decision_id``, in the order they were received."""
+        query = (
+            select(FeedbackEvent)
+            .where(FeedbackEvent.decision_id == decision_id)
+            .order_by(FeedbackEvent.received_at, FeedbackEvent.event_id)
+        )
+        return self._session.scalars(query).all()
+
+
+class ModelVersionExistsError(ValueError):
+    def __init__(self, policy: str, version: str) -> None:
+        super().__init__(f"policy {policy!r} already has a version {version!r}")
+        self.policy = policy
+        self.version = version
+
+
+class ModelVersionNotFoundError(LookupError):
+    def __init__(self, policy: str, version: str) -> None:
+        super().__init__(f"policy {policy!r} has no version {version!r}")
+        self.policy = policy
+        self.version = version
+
+
+class ModelVersionRepository:
+    """Versions of learned policies' weights; at most one active per policy."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(
+        self,
+        policy: str,
+        version: str,
+        weights: bytes,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        activate: bool = False,
+    ) -> ModelVersion:
+        """Store a new, inactive version (then activate it when ``activate``)."""
+        if self.get(policy, version) is not None:
+            raise ModelVersionExistsError(policy, version)
+        model_version = ModelVersion(
+            policy=policy,
+            version=version,
+            weights=weights,
+            meta=dict(metadata or {}),
+            created_at=utc_now(),
+            active=False,
+        )
+        self._session.add(model_version)
+        self._session.flush()
+        if activate:
+            return self.activate(policy, version)
+        return model_version
+
+    def list(self, policy: str | None = None) -> Sequence[ModelVersion]:
+        """Versions oldest first, without their weights (reading ``weights`` raises)."""
+        query = select(ModelVersion).options(defer(ModelVersion.weights, raiseload=True))
+        if policy is not None:
+            query = query.where(ModelVersion.policy == policy)
+        query = query.order_by(ModelVersion.policy, ModelVersion.created_at, ModelVersion.id)
+        return self._session.scalars(query).all()
+
+    def get(self, policy: str, version: str) -> ModelVersion | None:
+        query = select(ModelVersion).where(
+            ModelVersion.policy == policy, ModelVersion.version == version
+        )
+        return self._session.scalars(query).one_or_none()
+
+    def active(self, policy: str) -> ModelVersion | None:
+        query = select(ModelVersion).where(
+            ModelVersion.policy == policy, ModelVersion.active.is_(True)
+        )
+        return self._session.scalars(query).one_or_none()
+
+    def activate(self, policy: str, version: str) -> ModelVersion:
+        """Make ``version`` the only active version of ``policy``.
+
+        The policy's rows are locked first (``SELECT … FOR UPDATE`` on PostgreSQL;
+        SQLite serialises writers anyway), so concurrent activations queue up and the
+        last one wins instead of tripping over each other. Deactivation runs before
+        activation because the one-active index is checked row by row.
+        """
+        locked = self._session.execute(
+            select(ModelVersion.id, ModelVersion.version)
+            .where(ModelVersion.policy == policy)
+            .with_for_update()
+        ).all()
+        if all(row.version != version for row in locked):
+            raise ModelVersionNotFoundError(policy, version)
+        self._session.execute(
+            update(ModelVersion)
+            .where(
+                ModelVersion.policy == policy,
+                ModelVersion.version != version,
+                ModelVersion.active.is_(True),
+            )
+            .values(active=False)
+            .execution_options(synchronize_session="fetch")
+        )
+        self._session.execute(
+            update(ModelVersion)
+            .where(ModelVersion.policy == policy, ModelVersion.version == version)
+            .values(active=True)
+            .execution_options(synchronize_session="fetch")
+        )
+        activated = self.get(policy, version)
+        assert activated is not None
+        return activated
+
+
+class RetrainJobNotFoundError(LookupError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no retrain job {job_id!r}")
+        self.job_id = job_id
+
+
+class RetrainTransitionError(ValueError):
+    def __init__(self, job_id: str, current: str, requested: str) -> None:
+        super().__init__(f"retrain job {job_id!r} is {current}; cannot become {requested}")
+        self.job_id = job_id
+
+
+_TERMINAL_STATUSES = frozenset({RetrainStatus.SUCCEEDED, RetrainStatus.FAILED})
+
+
+class RetrainJobRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def create(
+        self,
+        policy: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        job_id: str | None = None,
+    ) -> RetrainJob:
+        """A new job in status ``queued``; its id is a random hex string unless given."""
+        now = utc_now()
+        job = RetrainJob(
+            id=job_id or uuid.uuid4().hex,
+            policy=policy,
+            status=RetrainStatus.QUEUED.value,
+            params=dict(params or {}),
+            created_at=now,
+            updated_at=now,
+        )
+        self._session.add(job)
+        self._session.flush()
+        return job
+
+    def get(self, job_id: str) -> RetrainJob | None:
+        return self._session.get(RetrainJob, job_id)
+
+    def list(
+        self,
+        policy: str | None = None,
+        status: RetrainStatus | str | None = None,
+        limit: int = 100,
+    ) -> Sequence[RetrainJob]:
+        """Jobs newest first."""
+        query = select(RetrainJob)
+        if policy is not None:
+            query = query.where(RetrainJob.policy == policy)
+        if status is not None:
+            query = query.where(RetrainJob.status == RetrainStatus(status).value)
+        query = query.order_by(RetrainJob.created_at.desc(), RetrainJob.id).limit(limit)
+        return self._session.scalars(query).all()
+
+    def update_status(
+        self,
+        job_id: str,
+        status: RetrainStatus | str,
+        *,
+        version: str | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> RetrainJob:
+        """Move a job to ``status``, recording what is given; a finished job stays finished.
+
+        Raises :class:`RetrainJobNotFoundError`, ``ValueError`` for an unknown status and
+        :class:`RetrainTransitionError` when the job already succeeded or failed.
+        """
+        new_status = RetrainStatus(status)
+        job = self._session.get(RetrainJob, job_id, with_for_update=True)
+        if job is None:
+            raise RetrainJobNotFoundError(job_id)
+        current = RetrainStatus(job.status)
+        if current in _TERMINAL_STATUSES and new_status is not current:
+            raise RetrainTransitionError(job_id, current.value, new_status.value)
+        job.status = new_status.value
+        if version is not None:
+            job.version = version
+        if metrics is not None:
+            job.metrics = dict(metrics)
+        if error is not None:
+            job.error = error
+        job.updated_at = utc_now()
+        self._session.flush()
+        return job
