@@ -14,6 +14,7 @@ from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
 from app.services.models import ModelService
+from app.services.reclaim import ReclaimService
 from app.settings import Settings
 
 
@@ -22,6 +23,7 @@ class Services:
     settings: Settings
     metrics: Metrics
     decisions: DecisionService
+    reclaim: ReclaimService
     feedback: FeedbackService
     catalog: CatalogService
     health: HealthService

@@ -23,15 +23,22 @@ from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import BodyLimitMiddleware
 from app.metrics import Metrics
-from app.routers import admin, catalog, decisions, feedback, health
-from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
+from app.routers import admin, catalog, decisions, feedback, health, reclaim
+from app.schemas import (
+    DecisionRequest,
+    FeedbackRequest,
+    ReclaimRequestBody,
+    StageDecisionRequest,
+)
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
 from app.services.models import ModelService
+from app.services.reclaim import ReclaimService
 from app.settings import Settings
 from policies.decision import Decision
 from policies.profiles import load_profiles
+from policies.reclaim_models import ReclaimDecision
 from policies.registry import build_registry
 from storage.cache import create_cache
 from storage.db import create_engine_for, make_sessionmaker, upgrade_database
@@ -103,7 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = Services(
             settings=settings,
             metrics=metrics,
-            decisions=DecisionService(registry, profiles, decision_log, metrics),
+            decisions=DecisionService(registry, profiles, decision_log, metrics, cache),
+            reclaim=ReclaimService(registry, profiles, decision_log, metrics),
             feedback=FeedbackService(decision_log, metrics),
             catalog=CatalogService(registry, profiles),
             health=HealthService(engine, cache, decision_log.stats, len(profiles)),
@@ -129,7 +137,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    for router in (decisions.router, feedback.router, catalog.router, health.router, admin.router):
+    for router in (
+        decisions.router,
+        reclaim.router,
+        feedback.router,
+        catalog.router,
+        health.router,
+        admin.router,
+    ):
         app.include_router(router)
 
     def openapi() -> dict[str, Any]:
@@ -143,8 +158,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         # Raw-body routes declare their request schemas by reference; add those models.
         _, defs = models_json_schema(
-            [(m, "validation") for m in (DecisionRequest, StageDecisionRequest, FeedbackRequest)]
-            + [(Decision, "serialization"), (ErrorOut, "serialization")],
+            [
+                (m, "validation")
+                for m in (
+                    DecisionRequest,
+                    StageDecisionRequest,
+                    ReclaimRequestBody,
+                    FeedbackRequest,
+                )
+            ]
+            + [(m, "serialization") for m in (Decision, ReclaimDecision, ErrorOut)],
             ref_template="#/components/schemas/{model}",
         )
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})

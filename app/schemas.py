@@ -5,10 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
-from policies.decision import Stage
+from policies.decision import ENGINE_STAGES, Stage
 from policies.model import Snapshot
+
+
+def _decision_stage(stage: Stage) -> Stage:
+    if stage not in ENGINE_STAGES:
+        raise ValueError(f"{stage.value} is not a decision stage: POST /v1/{stage.value}")
+    return stage
+
+
+DecisionStage = Annotated[Stage, AfterValidator(_decision_stage)]
+"""A stage the engine runs (reclaim, say, has its own endpoint)."""
 
 
 class DecisionRequest(BaseModel):
@@ -16,7 +26,7 @@ class DecisionRequest(BaseModel):
 
     profile: str = Field(description="Profile name, see GET /v1/profiles.", examples=["tiresias"])
     snapshot: Snapshot
-    stages: list[Stage] | None = Field(
+    stages: list[DecisionStage] | None = Field(
         default=None,
         description="Subset of stages to run (their prerequisites run too); default all.",
     )
@@ -29,6 +39,26 @@ class StageDecisionRequest(BaseModel):
     profile: str = Field(examples=["fifo"])
     snapshot: Snapshot
     seed: int = Field(default=0, ge=0)
+
+
+class ReclaimRequestBody(BaseModel):
+    """POST /v1/reclaim: give exactly one of `count` and `node_ids`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(
+        description="Profile name; its `reclaim` policy answers.", examples=["aryl"]
+    )
+    snapshot: Snapshot
+    count: int | None = Field(
+        default=None, ge=1, description="Return this many loaned servers; the policy picks them."
+    )
+    node_ids: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Return exactly these loaned servers; the answer says what that does.",
+    )
+    seed: int = Field(default=0, ge=0, description="Seed of randomised policies.")
 
 
 class _Event(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from policies.model import Assignment, Frozen
 
@@ -18,6 +18,8 @@ class Stage(StrEnum):
     ORDERING = "ordering"
     SCALING = "scaling"
     PLACEMENT = "placement"
+    # A separate call (POST /v1/reclaim), not part of a decision: see policies.reclaiming.
+    RECLAIM = "reclaim"
 
 
 ENGINE_STAGES: tuple[Stage, ...] = (
@@ -38,6 +40,13 @@ class AdmissionResult(Frozen):
     job_id: str
     verdict: Verdict
     reason: str
+    details: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description=(
+            "Numbers behind the verdict, policy-specific (OASiS: utility, priced cost, "
+            "binding resource, committed schedule); empty for most policies."
+        ),
+    )
 
     @property
     def admitted(self) -> bool:
@@ -49,6 +58,9 @@ class AdmissionEntry(Frozen):
     admitted: bool
     verdict: Verdict
     reason: str
+    details: dict[str, JsonValue] = Field(
+        default_factory=dict, description="The admission policy's numbers behind the verdict."
+    )
 
 
 class ScalingResult(Frozen):

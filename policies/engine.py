@@ -1,19 +1,28 @@
 """The engine: runs a profile's policies, admission → ordering → scaling → placement.
 
-The API and the simulator both call :meth:`Pipeline.decide`; there is no other
-path to a decision. The engine owns everything the stage contracts leave out:
-which jobs each stage sees, walking the order to allocate GPUs (strict or with
-backfill, preemptive or not), tenant quotas, and re-checking every policy's
-output, so an invalid answer becomes a :class:`PolicyFault` (or a fallback to
-the profile's heuristic) and never an invalid decision.
+The API and the simulator both call :meth:`Pipeline.run` (or its stateless
+shorthand :meth:`Pipeline.decide`); there is no other path to a decision. The
+engine owns everything the stage contracts leave out: which jobs each stage
+sees, walking the order to allocate GPUs (strict or with backfill, preemptive
+or not), tenant quotas, and re-checking every policy's output, so an invalid
+answer becomes a :class:`PolicyFault` (or a fallback to the profile's
+heuristic) and never an invalid decision.
+
+Policy state (DESIGN §5) goes in and out explicitly: `run` takes the state the
+caller kept for the cluster, shows the pipeline's keys to the policies through
+the context, and returns the writers' updates next to the decision. The engine
+keeps nothing between calls.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import TypeVar
+
+from pydantic import JsonValue
 
 from policies.capacity import CapacityError, FreeCapacity, not_enough_room
 from policies.decision import (
@@ -41,6 +50,8 @@ from policies.protocols import (
     PlacementOutcome,
     PlacementPolicy,
     ScalingPolicy,
+    StatefulPolicy,
+    state_key_of,
 )
 from policies.registry import Registry
 
@@ -69,6 +80,15 @@ def stages_with_prerequisites(stages: Iterable[Stage]) -> tuple[Stage, ...]:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """A decision and the policy state it leaves behind."""
+
+    decision: Decision
+    state: dict[str, JsonValue] = field(default_factory=dict)
+    """New values of the keys written this round (only those); merge them into what you keep."""
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """A profile with its policies built; reusable across decisions (policies are pure)."""
 
@@ -78,6 +98,37 @@ class Pipeline:
     scaling: ScalingPolicy
     placement: PlacementPolicy
     fallbacks: dict[Stage, object]
+
+    def __post_init__(self) -> None:
+        writers: dict[str, str] = {}
+        for policy in self._writers():
+            key = policy.state_key
+            if key in writers:
+                raise ValueError(
+                    f"profile {self.profile.name!r}: policies {writers[key]!r} and "
+                    f"{_name(policy)!r} both write state key {key!r}; one writer per key"
+                )
+            writers[key] = _name(policy)
+
+    def _stage_policies(self) -> tuple[object, ...]:
+        return (self.admission, self.ordering, self.scaling, self.placement)
+
+    def _writers(self) -> list[StatefulPolicy]:
+        return [p for p in self._stage_policies() if isinstance(p, StatefulPolicy)]
+
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        """State keys this pipeline's policies read or write; empty for a stateless profile.
+
+        A caller loads exactly these for the cluster before :meth:`run` (and need not
+        touch its store at all when there are none).
+        """
+        keys: list[str] = []
+        for policy in self._stage_policies():
+            key = state_key_of(policy)
+            if key is not None and key not in keys:
+                keys.append(key)
+        return tuple(keys)
 
     @classmethod
     def build(cls, profile: Profile, registry: Registry) -> Pipeline:
@@ -105,6 +156,45 @@ class Pipeline:
             ),
         }
 
+    def run(
+        self,
+        snapshot: Snapshot,
+        stages: Sequence[Stage] | None = None,
+        *,
+        state: Mapping[str, JsonValue] | None = None,
+        decision_id: str | None = None,
+        seed: int = 0,
+    ) -> Outcome:
+        """One decision for `snapshot`, with the policy state it reads and writes.
+
+        `state` is what the caller kept for this cluster, by key (missing keys: never
+        written); only :attr:`state_keys` are shown to the policies, read-only. The
+        outcome's `state` holds the new value of every key a policy writes, computed
+        after the decision; a caller that keeps one dict per cluster and merges
+        `outcome.state` into it after each round (as the service and a simulator do)
+        gives the policies exactly the history they need. The snapshot must already be
+        semantically valid; it wins over the state where they disagree.
+        """
+        loaded = {k: state[k] for k in self.state_keys if state is not None and k in state}
+        rnd = _Round(
+            self,
+            snapshot,
+            stages_with_prerequisites(stages or ENGINE_STAGES),
+            seed,
+            MappingProxyType(loaded),
+        )
+        decision = rnd.run(decision_id or uuid.uuid4().hex)
+        updates: dict[str, JsonValue] = {}
+        for writer in self._writers():
+
+            def commit(p: object, writer: StatefulPolicy = writer) -> JsonValue:
+                return writer.commit(rnd.ctx, decision)
+
+            # A faulty commit fails the round like any policy fault: better no answer
+            # than a decision whose committed state silently went missing.
+            updates[writer.state_key] = _guarded(_stage_of(writer), commit, writer)
+        return Outcome(decision=decision, state=updates)
+
     def decide(
         self,
         snapshot: Snapshot,
@@ -113,17 +203,31 @@ class Pipeline:
         decision_id: str | None = None,
         seed: int = 0,
     ) -> Decision:
-        """One decision for `snapshot`. The snapshot must already be semantically valid."""
-        return _Round(self, snapshot, stages_with_prerequisites(stages or ENGINE_STAGES), seed).run(
-            decision_id or uuid.uuid4().hex
+        """One decision for `snapshot` with no policy state: as :meth:`run` from nothing kept.
+
+        The snapshot must already be semantically valid. Stateful policies see an empty
+        state; nothing is committed (use :meth:`run` to keep state between rounds).
+        """
+        rnd = _Round(
+            self,
+            snapshot,
+            stages_with_prerequisites(stages or ENGINE_STAGES),
+            seed,
+            MappingProxyType({}),
         )
+        return rnd.run(decision_id or uuid.uuid4().hex)
 
 
 class _Round:
     """The working state of one decision; discarded afterwards."""
 
     def __init__(
-        self, pipeline: Pipeline, snapshot: Snapshot, stages: tuple[Stage, ...], seed: int
+        self,
+        pipeline: Pipeline,
+        snapshot: Snapshot,
+        stages: tuple[Stage, ...],
+        seed: int,
+        state: Mapping[str, JsonValue],
     ) -> None:
         self.pipeline = pipeline
         self.snapshot = snapshot
@@ -132,7 +236,7 @@ class _Round:
         for job in snapshot.jobs:
             if job.state is JobState.RUNNING:
                 held[job.tenant] = held.get(job.tenant, 0) + job.placed_gpus
-        self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held)
+        self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held, state=state)
         self.explanations: dict[str, JobExplanation] = {}
         self.fallback: Fallback | None = None
         self.replaced: dict[Stage, object] = {}
@@ -173,10 +277,18 @@ class _Round:
         )
         verdicts = self._admission(to_judge)
         admission = tuple(
-            AdmissionEntry(job_id=r.job_id, admitted=r.admitted, verdict=r.verdict, reason=r.reason)
+            AdmissionEntry(
+                job_id=r.job_id,
+                admitted=r.admitted,
+                verdict=r.verdict,
+                reason=r.reason,
+                details=r.details,
+            )
             for r in verdicts
         )
         verdict_of = {r.job_id: r for r in verdicts}
+        # Later stages may act on this round's verdicts (and the numbers behind them).
+        self.ctx = replace(self.ctx, admission=MappingProxyType(verdict_of))
         schedulable = [
             j
             for j in jobs
@@ -535,6 +647,11 @@ class _Allocation:
 
 def _name(policy: object) -> str:
     return str(getattr(policy, "name", type(policy).__name__))
+
+
+def _stage_of(policy: object) -> Stage:
+    stage = getattr(policy, "stage", Stage.ADMISSION)
+    return stage if isinstance(stage, Stage) else Stage.ADMISSION
 
 
 def _guarded(stage: Stage, call: Callable[[object], T], policy: object) -> T:

@@ -12,10 +12,11 @@ JSON path of the offending value rather than stopping at the first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -99,6 +100,12 @@ class SigmoidUtility(Frozen):
         default=1.0, gt=0, description="How sharp the decay is around the midpoint."
     )
 
+    def value_at(self, elapsed_s: float) -> float:
+        """Utility of finishing `elapsed_s` after submission: value / (1 + e^(s·(t − m)/m))."""
+        exponent = self.steepness * (elapsed_s - self.midpoint_s) / self.midpoint_s
+        # Past ~700 the exponential overflows; the utility is 0 to double precision anyway.
+        return self.value / (1.0 + math.exp(min(exponent, 700.0)))
+
 
 class StepUtility(Frozen):
     """Full value before the deadline, nothing after (a hard deadline)."""
@@ -106,6 +113,10 @@ class StepUtility(Frozen):
     kind: Literal["step"] = "step"
     value: float = Field(gt=0)
     deadline_s: float = Field(gt=0, description="Deadline, seconds after submission.")
+
+    def value_at(self, elapsed_s: float) -> float:
+        """Utility of finishing `elapsed_s` after submission (the deadline itself counts)."""
+        return self.value if elapsed_s <= self.deadline_s else 0.0
 
 
 Utility = Annotated[SigmoidUtility | StepUtility, Field(discriminator="kind")]
@@ -127,7 +138,21 @@ class Job(Frozen):
     scaling_rule: ScalingRule = ScalingRule.LINEAR
     worker_step: int = Field(default=1, ge=1)
     ps: int = Field(default=0, ge=0, description="Parameter servers requested (0: all-reduce job).")
-    max_ps: int | None = Field(default=None, ge=0)
+    max_ps: int | None = Field(
+        default=None, ge=0, description="Most parameter servers it accepts; none = no limit."
+    )
+    workers_per_ps: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Workers one parameter server feeds at full speed (OASiS's worker:PS ratio); "
+            "default: the requested `workers` / `ps`."
+        ),
+    )
+    ps_cpus: float = Field(default=0.0, ge=0, description="CPUs each parameter server needs.")
+    ps_memory_gb: float = Field(
+        default=0.0, ge=0, description="Memory each parameter server needs, GB."
+    )
     cpus_per_worker: float = Field(default=0.0, ge=0)
     memory_gb_per_worker: float = Field(default=0.0, ge=0)
     gpu_memory_gb: float = Field(default=0.0, ge=0, description="GPU memory each worker needs.")
@@ -294,6 +319,15 @@ class Snapshot(Frozen):
     inference: InferenceLoad = InferenceLoad()
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    _LOOKUPS: ClassVar[tuple[str, ...]] = ("nodes_by_id", "jobs_by_id", "tenants_by_id")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy whose id lookups are rebuilt: cached ones would describe the original."""
+        copy = super().model_copy(update=update, deep=deep)
+        for lookup in self._LOOKUPS:
+            copy.__dict__.pop(lookup, None)
+        return copy
 
     @cached_property
     def nodes_by_id(self) -> dict[str, Node]:

@@ -32,6 +32,10 @@ class Profile(Frozen):
     ordering: PolicyChoice = PolicyChoice(name="fifo")
     scaling: PolicyChoice = PolicyChoice(name="as_requested")
     placement: PolicyChoice = PolicyChoice(name="consolidated")
+    reclaim: PolicyChoice = Field(
+        default=PolicyChoice(name="fewest_jobs"),
+        description="Answers POST /v1/reclaim (loaned servers going back); not a decide stage.",
+    )
     fallback: dict[Stage, PolicyChoice] = Field(
         default_factory=dict,
         description="Heuristic per stage used when the stage's policy cannot answer.",
@@ -43,6 +47,7 @@ class Profile(Frozen):
             Stage.ORDERING: self.ordering,
             Stage.SCALING: self.scaling,
             Stage.PLACEMENT: self.placement,
+            Stage.RECLAIM: self.reclaim,
         }[stage]
 
 
@@ -103,6 +108,17 @@ def builtin_profiles() -> list[Profile]:
             ordering=choice("fifo", backfill=True),
         ),
         Profile(
+            name="oasis",
+            description=(
+                "OASiS: admit a job if its best schedule's utility beats its cost at "
+                "exponential resource prices; run the committed schedule. FIFO, backfill. "
+                "Stateful: keeps committed schedules per cluster."
+            ),
+            admission=choice("oasis"),
+            ordering=choice("fifo", backfill=True),
+            scaling=choice("oasis"),
+        ),
+        Profile(
             name="spread",
             description="FIFO with spread placement (one worker per node first).",
             placement=choice("spread"),
@@ -116,6 +132,28 @@ def builtin_profiles() -> list[Profile]:
             name="random",
             description="FIFO with seeded random placement.",
             placement=choice("random"),
+        ),
+        Profile(
+            name="aryl",
+            description=(
+                "Aryl: extra workers for elastic jobs by a knapsack on remaining-time "
+                "reduction, placed on loaned inference servers; reclaim by least preemption "
+                "cost. FIFO with backfill."
+            ),
+            ordering=choice("fifo", backfill=True),
+            scaling=choice("aryl"),
+            placement=choice("loan_aware"),
+            reclaim=choice("aryl"),
+        ),
+        Profile(
+            name="static",
+            description=(
+                "Aryl's baseline: inference servers never lent (training stays in its pool), "
+                "jobs run as requested; FIFO with backfill, fewest-jobs reclaim."
+            ),
+            ordering=choice("fifo", backfill=True),
+            placement=choice("loan_aware", use_loaned=False),
+            reclaim=choice("fewest_jobs"),
         ),
     ]
 

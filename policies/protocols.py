@@ -9,19 +9,27 @@ policy yields an error, never an invalid decision.
 Every policy class also carries `name`, `version`, `stage`, a one-line
 `summary`, its `source` (paper or system) and a nested pydantic `Params` model
 whose fields describe its parameters; :mod:`policies.registry` relies on them.
+
+State a policy needs beyond the snapshot (DESIGN §5) is explicit: a policy
+names it with a `state_key`, reads it from :attr:`Context.state`, and, if it is
+the one that writes the key, returns the new value from
+:meth:`StatefulPolicy.commit`. The engine passes state in and hands updates
+back (:meth:`policies.engine.Pipeline.run`); where it is kept is the caller's
+business (the service: the cache, keyed by cluster).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from policies.capacity import FreeCapacity
-from policies.decision import AdmissionResult, ScalingResult, Stage
+from policies.decision import AdmissionResult, Decision, ScalingResult, Stage
 from policies.model import Assignment, Frozen, Job, Snapshot
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,18 @@ class Context:
     seed: int = 0
     gpus_by_tenant: dict[str, int] = field(default_factory=dict)
     """GPUs held by each tenant's running jobs when the round starts."""
+    state: Mapping[str, JsonValue] = field(default_factory=dict)
+    """Policy state as loaded for this cluster before the round, by state key; read-only.
+
+    Only the keys the pipeline's policies declare are present; a key never written
+    before is absent. Policies must not modify it (the engine passes a read-only view).
+    """
+    admission: Mapping[str, AdmissionResult] = field(default_factory=dict)
+    """This round's admission results by job id, for the stages after admission.
+
+    Empty while admission itself runs. Lets a later stage act on what admission
+    decided this round (OASiS scaling reads the schedule its admission committed).
+    """
 
     @property
     def now(self) -> float:
@@ -118,6 +138,58 @@ class PlacementPolicy(PolicyInfo, Protocol):
         either all `workers` or none (with a reason). Must not modify `free`.
         """
         ...
+
+
+@runtime_checkable
+class ReclaimPolicy(PolicyInfo, Protocol):
+    def reclaim(self, ctx: Context, request: ReclaimRequest) -> ReclaimResult:
+        """Choose the loaned servers that go back to inference, and what that does to training.
+
+        A separate call, not a stage of `decide`. May assume the snapshot is valid and
+        that `request.node_ids`, when given, are distinct loaned nodes of it. Must return:
+        - `servers`: exactly `request.node_ids` when given; else min(count, loaned)
+          distinct loaned servers, with `shortfall` saying why when fewer are loaned
+          than asked for (and None otherwise);
+        - every running job with GPUs on a returned server once, in `shrink` or
+          `preempt`, and no other job: in `shrink` with a count it accepts, below what it
+          holds, and `assignments` keeping that many workers of its own GPUs, none on a
+          returned server; in `preempt` only when no count it accepts fits on the GPUs
+          it keeps;
+        - `cost` = the number of preempted jobs, `preempted_gpus` the GPUs they held;
+        - a reason for every returned server and every listed job.
+        :mod:`policies.reclaim.impact` works all of this out for a chosen set of
+        servers, so a policy's body is only its choice.
+        """
+        ...
+
+
+@runtime_checkable
+class StatefulPolicy(Protocol):
+    """A policy that writes state beyond the snapshot under `state_key` (DESIGN §5).
+
+    Policies of one system share a key; exactly one of them writes it (a pipeline
+    refuses two writers of one key), the others only read `ctx.state[state_key]`
+    and declare `state_key` without `commit`.
+    """
+
+    state_key: ClassVar[str]
+
+    def commit(self, ctx: Context, decision: Decision) -> JsonValue:
+        """The new state of `state_key` once `decision` is made; called once per round.
+
+        Pure: computed from `ctx.state` (as loaded before the round), `ctx.snapshot`,
+        `ctx.admission` and `decision` (all stages, after the engine's checks). The
+        returned value must be plain JSON (it is stored as such) and replaces the old
+        one whole. It must reconcile with the snapshot, which wins where they disagree
+        (a job gone from the snapshot has finished or left).
+        """
+        ...
+
+
+def state_key_of(policy: object) -> str | None:
+    """The state key a policy reads or writes, or None for a stateless policy."""
+    key = getattr(policy, "state_key", None)
+    return key if isinstance(key, str) else None
 
 
 class NoParams(BaseModel):

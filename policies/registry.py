@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from policies.admission.accept_all import AcceptAll
 from policies.admission.load_threshold import LoadThreshold
+from policies.admission.oasis import OasisAdmission
 from policies.admission.quota import TenantQuota
 from policies.decision import Stage
 from policies.ordering.fifo import Fifo
@@ -24,6 +25,7 @@ from policies.ordering.srtf import ShortestRemainingTimeFirst
 from policies.ordering.tiresias import Tiresias
 from policies.placement.consolidated import Consolidated
 from policies.placement.first_fit import FirstFit
+from policies.placement.loan_aware import LoanAware
 from policies.placement.random_fit import RandomFit
 from policies.placement.spread import Spread
 from policies.protocols import (
@@ -31,13 +33,19 @@ from policies.protocols import (
     OrderingPolicy,
     PlacementPolicy,
     PolicyInfo,
+    ReclaimPolicy,
     ScalingPolicy,
 )
+from policies.reclaim.aryl import ArylReclaim
+from policies.reclaim.fewest_jobs import FewestJobs
+from policies.reclaim.random_servers import RandomReclaim
+from policies.scaling.aryl_mckp import ArylKnapsack
 from policies.scaling.as_requested import AsRequested
 from policies.scaling.drf import DominantResourceFairness
+from policies.scaling.oasis import OasisScaling
 from policies.scaling.optimus import Optimus
 
-AnyPolicy = AdmissionPolicy | OrderingPolicy | ScalingPolicy | PlacementPolicy
+AnyPolicy = AdmissionPolicy | OrderingPolicy | ScalingPolicy | PlacementPolicy | ReclaimPolicy
 
 
 class UnknownPolicyError(LookupError):
@@ -122,6 +130,9 @@ class Registry:
     def placement(self, name: str, params: Mapping[str, object] | None = None) -> PlacementPolicy:
         return cast(PlacementPolicy, self.create(Stage.PLACEMENT, name, params))
 
+    def reclaim(self, name: str, params: Mapping[str, object] | None = None) -> ReclaimPolicy:
+        return cast(ReclaimPolicy, self.create(Stage.RECLAIM, name, params))
+
 
 def build_registry() -> Registry:
     """Every policy Arbiter ships, one line each."""
@@ -130,6 +141,7 @@ def build_registry() -> Registry:
             PolicySpec(AcceptAll),
             PolicySpec(TenantQuota),
             PolicySpec(LoadThreshold),
+            PolicySpec(OasisAdmission),
             PolicySpec(Fifo),
             PolicySpec(ShortestJobFirst),
             PolicySpec(ShortestRemainingTimeFirst),
@@ -137,9 +149,15 @@ def build_registry() -> Registry:
             PolicySpec(AsRequested),
             PolicySpec(DominantResourceFairness),
             PolicySpec(Optimus),
+            PolicySpec(OasisScaling),
+            PolicySpec(ArylKnapsack),
             PolicySpec(Consolidated),
             PolicySpec(Spread),
             PolicySpec(FirstFit),
             PolicySpec(RandomFit),
+            PolicySpec(LoanAware),
+            PolicySpec(ArylReclaim),
+            PolicySpec(FewestJobs),
+            PolicySpec(RandomReclaim),
         ]
     )

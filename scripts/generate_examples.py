@@ -23,6 +23,9 @@ standard library and `policies`):
 
 `small.json` (16 nodes, 50 jobs) is written readable, `large.json` (512 × 8 GPUs,
 2,000 jobs) compact; posted as compact JSON they are about 16 KB and 590 KB.
+`reclaim.json` asks `POST /v1/reclaim` for two of three loaned inference servers of a
+10-node cluster (30 jobs, most multi-GPU ones elastic), after a loan that put elastic
+jobs' extra workers on the first lent servers and rigid jobs on the last.
 
 Usage: `python scripts/generate_examples.py --out examples` (add `--check` to compare
 with the files already there instead of writing them).
@@ -44,7 +47,7 @@ from typing import TypeAlias, TypeVar
 # the import path unless the project is installed; put it there so `policies` imports.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.model import Snapshot, snapshot_problems
+from policies.model import Job, Snapshot, snapshot_problems
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, JsonValue]
@@ -143,6 +146,8 @@ class Layout:
     # How often a job carries optional hints (host resources, utility, progress, speed per
     # GPU type); scales the base rates in `draft_jobs`.
     hint_rate: float = 1.0
+    # Share of the jobs of multi-GPU model families that are elastic.
+    elastic_fraction: float = 0.25
     now: int = 14 * DAY
 
 
@@ -190,6 +195,27 @@ LARGE = Layout(
     inference_needed=12,
     inference_forecast=(12, 13, 14, 16),
     hint_rate=0.3,
+)
+
+
+# Six training servers and four inference servers, three of them lent to training, with
+# many elastic jobs: the cluster that `reclaim.json` asks to give two servers back from.
+RECLAIM = Layout(
+    cluster_id="example-reclaim",
+    racks=(
+        Rack("r0", V100_X8, 6),
+        Rack("r1", P100_X8, 4, inference_nodes=4, loaned=3),
+    ),
+    jobs=30,
+    tenants=(TenantSpec("prod", 2.0, 0.6), TenantSpec("research", 1.0, 0.4)),
+    gpu_mix=((1, 0.3), (2, 0.2), (4, 0.3), (8, 0.2)),
+    submit_window_s=DAY,
+    run_fraction=0.8,
+    max_busy_fraction=0.9,
+    inference_needed=3,
+    inference_forecast=(3, 4, 4, 2),
+    hint_rate=0.5,
+    elastic_fraction=0.6,
 )
 
 
@@ -396,7 +422,7 @@ def pick(rng: random.Random, jobs: Sequence[JobDraft], fraction: float) -> list[
 def add_hints(layout: Layout, jobs: list[JobDraft], rng: random.Random) -> None:
     """Elastic bounds, parameter servers, utilities, priorities and the optional hints."""
     hint = layout.hint_rate
-    for job in pick(rng, [j for j in jobs if j.family.multi_gpu], 0.25):
+    for job in pick(rng, [j for j in jobs if j.family.multi_gpu], layout.elastic_fraction):
         make_elastic(job, rng)
     ps_capable = [j for j in jobs if j.family.uses_ps and j.workers > 1]
     for job in pick(rng, ps_capable, 0.5):
@@ -575,6 +601,85 @@ def build_snapshot(layout: Layout, seed: int) -> JsonObject:
     nodes = build_nodes(layout)
     jobs = draft_jobs(layout, rng)
     settle_states(layout, nodes, jobs, rng)
+    return snapshot_json(layout, nodes, jobs)
+
+
+def build_loaned_snapshot(layout: Layout, seed: int) -> JsonObject:
+    """A snapshot after a loan: training settled in its own pool, then grew onto lent servers.
+
+    Training first runs on the training pool alone (the servers are not lent yet); then
+    the loan of `Rack.loaned` inference servers lets elastic jobs add workers there and
+    waiting rigid jobs start there (:func:`lend_servers`). Deterministic for (layout, seed).
+    """
+    rng = random.Random(f"{layout.cluster_id}:{seed}")
+    nodes = build_nodes(layout)
+    lent = [node for node in nodes if node.loaned]
+    for node in lent:
+        node.loaned = False
+    jobs = draft_jobs(layout, rng)
+    settle_states(layout, nodes, jobs, rng)
+    for node in lent:
+        node.loaned = True
+    lend_servers(lent, jobs, rng)
+    return snapshot_json(layout, nodes, jobs)
+
+
+def lend_servers(servers: list[NodeState], jobs: list[JobDraft], rng: random.Random) -> None:
+    """Put training work on lent servers the way Aryl would.
+
+    Running elastic jobs, oldest first, grow one accepted count at a time while a lent
+    server other than the last has room for the added workers (extra workers, which a
+    reclaim only needs to shrink away); then waiting rigid jobs, oldest first, start on
+    the last servers, best fit on one server (work a reclaim must preempt). The first
+    server ends up with extra workers only, the last with rigid jobs only.
+    """
+    for job in jobs:
+        if job.state != "running" or job.min_workers is None:
+            continue
+        held = sum(len(gpus) for _, gpus in job.placement) // job.gpus_per_worker
+        counts = Job.model_validate(job_json(job)).allowed_worker_counts()
+        for count in (c for c in counts if c > held):
+            fits = [
+                node
+                for node in servers[:-1]
+                if node.workers_fitting(
+                    job.gpus_per_worker, job.cpus_per_worker, job.memory_gb_per_worker
+                )
+                >= count - held
+            ]
+            if not fits:
+                break
+            take_workers(fits[0], job, count - held)
+            held = count
+    for job in jobs:
+        if job.state == "running" or job.min_workers is not None:
+            continue
+        need = (job.gpus_per_worker, job.cpus_per_worker, job.memory_gb_per_worker)
+        fits = [
+            node for node in reversed(servers[1:]) if node.workers_fitting(*need) >= job.workers
+        ]
+        if not fits:
+            continue
+        take_workers(min(fits, key=lambda node: len(node.free)), job, job.workers)
+        job.state, job.admitted = "running", True
+        job.executed_s = 600  # started when the servers were lent, ten minutes ago
+        outlive_executed(job, rng)
+
+
+def take_workers(node: NodeState, job: JobDraft, workers: int) -> None:
+    """Give `job` `workers` more workers on `node`, lowest free GPUs first."""
+    gpus = workers * job.gpus_per_worker
+    taken, node.free = node.free[:gpus], node.free[gpus:]
+    node.free_cpus -= workers * job.cpus_per_worker
+    node.free_memory_gb -= workers * job.memory_gb_per_worker
+    for index, (node_id, held) in enumerate(job.placement):
+        if node_id == node.id:
+            job.placement[index] = (node_id, held + taken)
+            return
+    job.placement.append((node.id, taken))
+
+
+def snapshot_json(layout: Layout, nodes: list[NodeState], jobs: list[JobDraft]) -> JsonObject:
     return {
         "cluster_id": layout.cluster_id,
         "now": layout.now,
@@ -641,11 +746,16 @@ def render_examples(seed: int) -> dict[str, str]:
     large = build_snapshot(LARGE, seed)
     check_snapshot("small.json", small)
     check_snapshot("large.json", large)
+    loaned = build_loaned_snapshot(RECLAIM, seed)
+    check_snapshot("reclaim.json", loaned)
     request: JsonObject = {"profile": "tiresias", "snapshot": small}
+    # Inference needs three servers now (`servers_needed`) and one is not lent: two come back.
+    reclaim: JsonObject = {"profile": "aryl", "count": 2, "snapshot": loaned}
     return {
         "small.json": dumps_readable(small),
         "large.json": dumps_compact(large),
         "decision-request.json": dumps_readable(request),
+        "reclaim.json": dumps_readable(reclaim),
     }
 
 

@@ -546,6 +546,11 @@ class DecisionLog:
                             or self._orphans
                         ):
                             break
+                        if not pending:
+                            # Idle: a write is due an interval after something arrives.
+                            # (Keeping an old deadline made this wait(0) in a busy loop,
+                            # taking the GIL from every decision.)
+                            next_write_at = now + self._flush_interval_s
                         timeout_s = max(0.0, next_write_at - now)
                     self._writer_wakeup.wait(timeout_s)
                 self._retry_now = False

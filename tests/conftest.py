@@ -102,6 +102,17 @@ def postgres_url(postgres_available: None) -> Iterator[str]:
         drop_postgres_database(url)
 
 
+@pytest.fixture
+def fresh_postgres_url(postgres_available: None) -> Iterator[str]:
+    """A database of the test's own, migrated to head: for tests that count what they wrote."""
+    url = create_postgres_database()
+    try:
+        upgrade_database(url)
+        yield url
+    finally:
+        drop_postgres_database(url)
+
+
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A SQLite file migrated to head, shared by the session's tests."""

@@ -212,3 +212,46 @@ def _place_running(draw: st.DrawFn, job: Job, free: dict[str, list[int]]) -> tup
     for a in picks:
         free[a.node_id] = free[a.node_id][len(a.gpu_indices) :]
     return tuple(picks)
+
+
+@st.composite
+def loaned_snapshots(draw: st.DrawFn, max_jobs: int = 8) -> Snapshot:
+    """Clusters where inference servers are lent to training and running jobs span them.
+
+    What reclaims are about, drawn far more often than by :func:`snapshots`: a few training
+    nodes and loaned servers, running jobs (rigid and elastic, some non-preemptible) whose
+    workers spread over both, so that returning a server sometimes only shrinks a job,
+    sometimes preempts it, and sometimes frees servers of a job preempted already.
+    """
+    training = draw(st.integers(0, 3))
+    lent = draw(st.integers(1, 4))
+    sizes = draw(
+        st.lists(
+            st.sampled_from([8, 4, 2]), min_size=training + lent + 1, max_size=training + lent + 1
+        )
+    )
+    node_list = [Node(id=f"t{i}", gpu_type="V100", gpus=sizes[i]) for i in range(training)]
+    node_list += [
+        Node(id=f"i{i}", gpu_type="T4", gpus=sizes[training + i], pool=Pool.INFERENCE, loaned=True)
+        for i in range(lent)
+    ]
+    # One inference server still serving: never returned, never used by training.
+    node_list.append(Node(id="serving", gpu_type="T4", gpus=sizes[-1], pool=Pool.INFERENCE))
+    free = {n.id: list(range(n.gpus)) for n in node_list if n.schedulable_for_training}
+    jobs: list[Job] = []
+    for i in range(draw(st.integers(0, max_jobs))):
+        fields: dict[str, Any] = {
+            "id": f"j{i}",
+            "gpus_per_worker": draw(st.sampled_from([1, 1, 2])),
+            "preemptible": draw(st.sampled_from([True, True, True, False])),
+            "estimated_duration_s": 3600.0,
+            **draw(_ELASTIC_OR_NOT),
+        }
+        placement = _place_running(draw, Job.model_validate(fields), free)
+        if placement:
+            fields.update(state=JobState.RUNNING, placement=placement)
+        jobs.append(Job.model_validate(fields))
+    snapshot = Snapshot(cluster_id="lent", now=NOW, nodes=tuple(node_list), jobs=tuple(jobs))
+    problems = snapshot_problems(snapshot)
+    assert not problems, problems
+    return snapshot

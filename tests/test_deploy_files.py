@@ -27,7 +27,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 EXAMPLES = ROOT / "examples"
 GENERATOR = ROOT / "scripts" / "generate_examples.py"
-GENERATED = ("small.json", "large.json", "decision-request.json")
+GENERATED = ("small.json", "large.json", "decision-request.json", "reclaim.json")
 
 Instruction = tuple[str, str]  # (keyword in upper case, arguments)
 
@@ -347,6 +347,8 @@ def test_generator_gives_valid_snapshots_for_another_seed(tmp_path: Path) -> Non
         text = (tmp_path / name).read_text(encoding="utf-8")
         assert text != (EXAMPLES / name).read_text(encoding="utf-8")
         assert snapshot_problems(Snapshot.model_validate_json(text)) == []
+    reclaim = json.loads((tmp_path / "reclaim.json").read_text(encoding="utf-8"))
+    assert snapshot_problems(Snapshot.model_validate(reclaim["snapshot"])) == []
 
 
 def test_examples_have_the_sizes_the_benchmarks_assume() -> None:
@@ -373,6 +375,22 @@ def test_examples_have_the_sizes_the_benchmarks_assume() -> None:
 
     assert 10 <= compact_kb(EXAMPLES / "small.json") <= 20
     assert 450 <= compact_kb(EXAMPLES / "large.json") <= 650
+
+
+def test_reclaim_example_asks_aryl_for_two_of_the_loaned_servers() -> None:
+    request = json.loads((EXAMPLES / "reclaim.json").read_text(encoding="utf-8"))
+    snapshot = Snapshot.model_validate(request["snapshot"])
+    loaned = [n.id for n in snapshot.nodes if n.loaned]
+    on = {
+        node_id: [j for j in snapshot.jobs for a in j.placement if a.node_id == node_id]
+        for node_id in loaned
+    }
+
+    assert (request["profile"], request["count"]) == ("aryl", 2)
+    assert len(loaned) == 3
+    # Elastic jobs' extra workers on one loaned server, rigid jobs on another.
+    assert any(jobs and all(j.elastic for j in jobs) for jobs in on.values())
+    assert any(jobs and not any(j.elastic for j in jobs) for jobs in on.values())
 
 
 def test_decision_request_example_posts_the_small_snapshot_under_tiresias() -> None:

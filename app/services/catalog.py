@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.errors import NotFoundError
 from app.schemas import PolicyChoiceOut, PolicyOut, ProfileOut
-from policies.decision import ENGINE_STAGES
+from policies.decision import ENGINE_STAGES, Stage
 from policies.profiles import Profile
 from policies.registry import Registry
 
@@ -50,7 +50,7 @@ class CatalogService:
                 s.value: PolicyChoiceOut(
                     name=profile.choice(s).name, params=profile.choice(s).params
                 )
-                for s in ENGINE_STAGES
+                for s in (*ENGINE_STAGES, Stage.RECLAIM)
             },
             fallback={
                 s.value: PolicyChoiceOut(name=c.name, params=c.params)

@@ -1,18 +1,30 @@
 """Decisions: parse the snapshot, run the profile's pipeline, answer, log off the path.
 
-The request path touches neither the database nor Redis: pipelines are built at
-start-up, the decision is encoded straight to JSON bytes by pydantic-core, and
-the log record is handed to the write-behind :class:`storage.log.DecisionLog`.
+The request path never touches the database: pipelines are built at start-up,
+the decision is encoded straight to JSON bytes by pydantic-core, and the log
+record is handed to the write-behind :class:`storage.log.DecisionLog`.
+
+Stateless profiles (most) do not touch the cache either. A stateful profile
+(one whose pipeline has :attr:`Pipeline.state_keys`, e.g. `oasis`) reads each
+of its keys for the snapshot's cluster from the cache before deciding
+(`state:{cluster_id}:{key}`, JSON) and writes the updates back after: the
+policy state of DESIGN §5, shared by every replica through Redis (in process
+when there is none). Rounds of one cluster are expected one at a time, as a
+scheduler loop sends them; two replicas deciding for the same cluster at once
+would race (the later write wins), and the next round's snapshot reconciles
+what was lost (running jobs win over the state).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+import orjson
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from app.errors import (
     InvalidSnapshotError,
@@ -27,9 +39,12 @@ from policies.engine import Pipeline, PolicyFault
 from policies.model import Problem, Snapshot, snapshot_problems
 from policies.profiles import Profile
 from policies.registry import Registry
+from storage.cache import Cache, InProcessCache
 from storage.records import DecisionRecord, FeedbackRecord
 
 M = TypeVar("M", bound=BaseModel)
+
+logger = logging.getLogger(__name__)
 
 
 class LogSink(Protocol):
@@ -56,15 +71,43 @@ def check_snapshot(snapshot: Snapshot) -> None:
         )
 
 
+def state_cache_key(cluster_id: str, key: str) -> str:
+    """Where a cluster's policy state under `key` lives in the cache."""
+    return f"state:{cluster_id}:{key}"
+
+
 class DecisionService:
     def __init__(
-        self, registry: Registry, profiles: dict[str, Profile], log: LogSink, metrics: Metrics
+        self,
+        registry: Registry,
+        profiles: dict[str, Profile],
+        log: LogSink,
+        metrics: Metrics,
+        cache: Cache | None = None,
     ) -> None:
         self.registry = registry
         self.profiles = profiles
         self.pipelines = {name: Pipeline.build(p, registry) for name, p in profiles.items()}
         self.log = log
         self.metrics = metrics
+        self.cache: Cache = cache if cache is not None else InProcessCache()
+
+    def load_state(self, cluster_id: str, keys: Sequence[str]) -> dict[str, JsonValue]:
+        """The cluster's kept state under `keys`; a key never written (or unreadable) is absent."""
+        state: dict[str, JsonValue] = {}
+        for key in keys:
+            raw = self.cache.get(state_cache_key(cluster_id, key))
+            if raw is None:
+                continue
+            try:
+                state[key] = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                logger.warning("unreadable policy state %r of cluster %r; ignored", key, cluster_id)
+        return state
+
+    def save_state(self, cluster_id: str, updates: Mapping[str, JsonValue]) -> None:
+        for key, value in updates.items():
+            self.cache.set(state_cache_key(cluster_id, key), orjson.dumps(value))
 
     def pipeline(self, profile: str) -> Pipeline:
         pipeline = self.pipelines.get(profile)
@@ -91,8 +134,19 @@ class DecisionService:
             stages, endpoint = [stage], f"decisions/{stage.value}"
         pipeline = self.pipeline(request.profile)
         check_snapshot(request.snapshot)
+        cluster_id = request.snapshot.cluster_id
         try:
-            decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
+            if pipeline.state_keys:
+                outcome = pipeline.run(
+                    request.snapshot,
+                    stages,
+                    state=self.load_state(cluster_id, pipeline.state_keys),
+                    seed=request.seed,
+                )
+                self.save_state(cluster_id, outcome.state)
+                decision = outcome.decision
+            else:
+                decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
         except PolicyFault as fault:
             raise PolicyFailedError(str(fault)) from fault
         encoded = Decision.__pydantic_serializer__.to_json(decision)

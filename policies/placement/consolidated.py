@@ -11,6 +11,7 @@ models; Gandiva, OSDI 2018, on locality).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import ClassVar
 
 from policies.capacity import FreeCapacity, assignments_for, not_enough_room
@@ -33,35 +34,50 @@ class Consolidated:
         self.params = params
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
-        single = _best_single_node(job, workers, free)
+        single = best_single_node(job, workers, free)
         if single is not None:
             return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
         candidates = free.candidate_nodes(job)
         room = sum(fit for _, fit in candidates)
         if room < workers:
             return PlacementOutcome(reason=not_enough_room(job, workers, room))
-        fewest = _greedy(candidates, workers)
-        racks: dict[str, list[tuple[str, int]]] = {}
-        for node_id, fit in candidates:
-            racks.setdefault(free.node(node_id).topology.rack, []).append((node_id, fit))
-        best = fewest
-        for rack, members in sorted(racks.items()):
-            if not rack or sum(fit for _, fit in members) < workers:
-                continue
-            in_rack = _greedy(members, workers)
-            if len(in_rack) <= len(fewest) and (best is fewest or len(in_rack) < len(best)):
-                best = in_rack
-        return PlacementOutcome(assignments=assignments_for(free, job, best))
+        return PlacementOutcome(
+            assignments=assignments_for(free, job, fewest_nodes(candidates, workers, free))
+        )
 
 
-def _best_single_node(job: Job, workers: int, free: FreeCapacity) -> str | None:
-    """The node with the fewest free GPUs that still takes all `workers`."""
+def best_single_node(
+    job: Job, workers: int, free: FreeCapacity, allowed: Callable[[str], bool] | None = None
+) -> str | None:
+    """The node with the fewest free GPUs that still takes all `workers` (among `allowed`)."""
     need = workers * job.gpus_per_worker
     for count in range(need, free.max_gpus_per_node + 1):
         for node_id in free.nodes_with_free(count):
-            if free.workers_fitting(node_id, job) >= workers:
+            if (allowed is None or allowed(node_id)) and free.workers_fitting(
+                node_id, job
+            ) >= workers:
                 return node_id
     return None
+
+
+def fewest_nodes(
+    candidates: list[tuple[str, int]], workers: int, free: FreeCapacity
+) -> list[tuple[str, int]]:
+    """(node, workers) picks over as few of `candidates` as possible, within one rack if that
+    costs no extra node; `candidates` are (node, workers that fit) and hold `workers` in all.
+    """
+    fewest = _greedy(candidates, workers)
+    racks: dict[str, list[tuple[str, int]]] = {}
+    for node_id, fit in candidates:
+        racks.setdefault(free.node(node_id).topology.rack, []).append((node_id, fit))
+    best = fewest
+    for rack, members in sorted(racks.items()):
+        if not rack or sum(fit for _, fit in members) < workers:
+            continue
+        in_rack = _greedy(members, workers)
+        if len(in_rack) <= len(fewest) and (best is fewest or len(in_rack) < len(best)):
+            best = in_rack
+    return best
 
 
 def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:

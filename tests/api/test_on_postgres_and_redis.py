@@ -48,10 +48,10 @@ def _flush(client: TestClient) -> None:
 
 @pytest.mark.parametrize("profile", ["fifo", "tiresias", "drf"])
 def test_example_snapshot_decisions_land_in_postgres(
-    tmp_path: Path, postgres_url: str, redis_url: str, profile: str
+    tmp_path: Path, fresh_postgres_url: str, redis_url: str, profile: str
 ) -> None:
     snapshot: dict[str, Any] = json.loads((EXAMPLES / "small.json").read_text())
-    with TestClient(create_app(_settings(tmp_path, postgres_url, redis_url))) as client:
+    with TestClient(create_app(_settings(tmp_path, fresh_postgres_url, redis_url))) as client:
         ready = client.get("/readyz").json()
         decision = client.post(
             "/v1/decisions", json={"profile": profile, "snapshot": snapshot}
@@ -60,7 +60,7 @@ def test_example_snapshot_decisions_land_in_postgres(
 
     assert ready["components"]["cache"] == {"ok": True, "detail": "redis"}
     assert ready["components"]["database"]["ok"] is True
-    engine = create_engine(normalize_database_url(postgres_url))
+    engine = create_engine(normalize_database_url(fresh_postgres_url))
     with engine.connect() as connection:
         row = connection.execute(
             text(
@@ -99,9 +99,9 @@ def test_decisions_posted_during_a_database_outage_are_all_logged(
 
 
 def test_a_redis_outage_degrades_readiness_but_never_fails_a_decision(
-    tmp_path: Path, sqlite_url: str, throwaway_redis: ThrowawayRedis
+    tmp_path: Path, throwaway_redis: ThrowawayRedis
 ) -> None:
-    settings = _settings(tmp_path, sqlite_url, throwaway_redis.url)
+    settings = _settings(tmp_path, f"sqlite:///{tmp_path / 'arbiter.db'}", throwaway_redis.url)
     body = {"profile": "tiresias", "snapshot": small_snapshot()}
     with TestClient(create_app(settings)) as client:
         before = client.get("/readyz").json()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.decision import Decision, JobStatus
+from policies.decision import Decision, JobStatus, Stage, Verdict
 from policies.engine import Pipeline
 from policies.model import Assignment, Job, JobState, Node, Snapshot, Tenant, snapshot_problems
 from policies.profiles import PolicyChoice, Profile, load_profiles
@@ -79,3 +79,36 @@ def gpus_by_node(decision: Decision, job_id: str) -> dict[str, int]:
         if entry.job_id == job_id:
             return {a.node_id: len(a.gpu_indices) for a in entry.assignments}
     return {}
+
+
+def next_snapshot(snapshot: Snapshot, decision: Decision, advance_s: float = 0.0) -> Snapshot:
+    """The snapshot a caller sends after applying `decision` and waiting `advance_s`.
+
+    Placed jobs run where they were placed, running jobs left out are suspended,
+    verdicts are recorded (`admitted`) and rejected jobs leave; no job finishes.
+    """
+    verdicts = {a.job_id: a.verdict for a in decision.admission}
+    placed = {p.job_id: p.assignments for p in decision.placement}
+    jobs = []
+    for j in snapshot.jobs:
+        verdict = verdicts.get(j.id)
+        if verdict is Verdict.REJECT:
+            continue
+        update: dict[str, object] = {}
+        if verdict is Verdict.ADMIT:
+            update["admitted"] = True
+        if Stage.PLACEMENT in decision.stages:
+            if j.id in placed:
+                update.update(state=JobState.RUNNING, placement=placed[j.id])
+            elif j.state is JobState.RUNNING:
+                update.update(state=JobState.SUSPENDED, placement=())
+        jobs.append(Job.model_validate({**j.model_dump(), **update}))
+    # A new model rather than model_copy, which would carry over cached lookups.
+    return Snapshot(
+        cluster_id=snapshot.cluster_id,
+        now=snapshot.now + advance_s,
+        nodes=snapshot.nodes,
+        jobs=tuple(jobs),
+        tenants=snapshot.tenants,
+        inference=snapshot.inference,
+    )

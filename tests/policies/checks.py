@@ -1,9 +1,10 @@
-"""The invariants every decision must satisfy (DESIGN §2), as one reusable check."""
+"""The invariants every decision and every reclaim must satisfy (DESIGN §2), as reusable checks."""
 
 from __future__ import annotations
 
 from policies.decision import Decision, JobStatus, Stage, Verdict
 from policies.model import Job, JobState, Snapshot
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
 _RUNS_AFTER = {JobStatus.STARTED, JobStatus.RUNNING, JobStatus.RESIZED}
 
@@ -143,3 +144,53 @@ def assert_valid_decision(snapshot: Snapshot, decision: Decision) -> None:
 def _lost_node(snapshot: Snapshot, job: Job) -> bool:
     nodes = snapshot.nodes_by_id
     return any(not nodes[a.node_id].schedulable_for_training for a in job.placement)
+
+
+def assert_valid_reclaim(
+    snapshot: Snapshot, request: ReclaimRequest, result: ReclaimResult
+) -> None:
+    """The reclaim contract, checked independently of :mod:`policies.reclaiming`."""
+    jobs = snapshot.jobs_by_id
+    loaned = [n.id for n in snapshot.nodes if n.loaned]
+    servers = list(result.servers)
+    assert len(servers) == len(set(servers)), "a server returned twice"
+    assert set(servers) <= set(loaned), "only loaned servers are returned"
+    if request.node_ids is not None:
+        assert set(servers) == set(request.node_ids), "exactly the servers named"
+        assert result.shortfall is None
+    else:
+        assert request.count is not None
+        assert len(servers) == min(request.count, len(loaned)), "the count, when possible"
+        assert (result.shortfall is not None) == (request.count > len(loaned))
+
+    returned = set(servers)
+    on_returned = {j.id for j in snapshot.jobs for a in j.placement if a.node_id in returned}
+    shrunk = {entry.job_id: entry for entry in result.shrink}
+    preempted = set(result.preempt)
+    assert len(shrunk) == len(result.shrink), "a job shrunk twice"
+    assert len(preempted) == len(result.preempt), "a job preempted twice"
+    assert not set(shrunk) & preempted, "a job both shrunk and preempted"
+    assert set(shrunk) | preempted == on_returned, "each job on a returned server, and no other"
+
+    for entry in result.shrink:
+        job = jobs[entry.job_id]
+        assert job.accepts_workers(entry.workers), (job.id, entry.workers)
+        assert entry.workers < job.placed_workers, "a shrink takes workers away"
+        held = {(a.node_id, g) for a in job.placement for g in a.gpu_indices}
+        kept = [(a.node_id, g) for a in entry.assignments for g in a.gpu_indices]
+        assert len(kept) == len(set(kept)), "a kept GPU listed twice"
+        assert set(kept) <= held, "a shrunk job keeps only GPUs it held"
+        assert not {node for node, _ in kept} & returned, "kept workers are off returned servers"
+        assert len(kept) == entry.workers * job.gpus_per_worker
+        assert all(len(a.gpu_indices) % job.gpus_per_worker == 0 for a in entry.assignments)
+
+    for job_id in result.preempt:
+        job = jobs[job_id]
+        kept_gpus = sum(len(a.gpu_indices) for a in job.placement if a.node_id not in returned)
+        left = kept_gpus // job.gpus_per_worker
+        assert min(job.allowed_worker_counts()) > left, f"{job_id} preempted but could shrink"
+
+    assert abs(result.cost - len(result.preempt)) < 1e-9, "cost counts the preempted jobs"
+    assert result.preempted_gpus == sum(jobs[j].placed_gpus for j in result.preempt)
+    assert all(result.reasons.servers.get(s) for s in servers), "a reason per server"
+    assert all(result.reasons.jobs.get(j) for j in on_returned), "a reason per job"

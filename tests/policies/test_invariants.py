@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from policies.capacity import CapacityError, FreeCapacity
 from policies.decision import AdmissionResult, ScalingResult, Stage
@@ -25,19 +27,22 @@ from policies.protocols import (
     OrderingPolicy,
     PlacementOutcome,
     PlacementPolicy,
+    ReclaimPolicy,
     ScalingPolicy,
 )
+from policies.reclaim_models import ReclaimRequest
+from policies.reclaiming import run_reclaim
 from policies.registry import PolicySpec, build_registry
-from tests.policies.builders import ctx
-from tests.policies.checks import assert_valid_decision
-from tests.strategies import snapshots
+from tests.policies.builders import ctx, next_snapshot
+from tests.policies.checks import assert_valid_decision, assert_valid_reclaim
+from tests.strategies import loaned_snapshots, snapshots
 
 REGISTRY = build_registry()
 SPECS = REGISTRY.specs()
 PROFILES = list(load_profiles(REGISTRY).values())
 
 # Placements that find a fit whenever the nodes' room adds up (complete for all-or-none).
-COMPLETE_PLACEMENTS = {"consolidated", "spread", "first_fit", "random"}
+COMPLETE_PLACEMENTS = {"consolidated", "spread", "first_fit", "random", "loan_aware"}
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,6 +90,30 @@ def test_every_profile_is_deterministic(profile: Profile, snapshot: Snapshot) ->
     assert first.model_dump() == again.model_dump()
 
 
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=snapshots(), advance_s=st.sampled_from([0.0, 600.0, 7200.0]))
+def test_every_profile_keeps_the_invariants_over_rounds_with_its_state(
+    profile: Profile, snapshot: Snapshot, advance_s: float
+) -> None:
+    """Rounds as a caller runs them: state kept and fed back, decisions applied, clock on."""
+    pipeline = Pipeline.build(profile, REGISTRY)
+    kept: dict[str, JsonValue] = {}
+    for round_number in range(3):
+        outcome = pipeline.run(snapshot, state=kept, decision_id=f"r{round_number}", seed=1)
+        assert_valid_decision(snapshot, outcome.decision)
+        assert outcome.decision.fallback is None
+        # Stateless profiles write nothing; stateful ones write plain JSON under their keys.
+        assert set(outcome.state) <= set(pipeline.state_keys)
+        assert orjson.loads(orjson.dumps(outcome.state)) == outcome.state
+        # The same round from the same kept state decides the same way.
+        again = pipeline.run(snapshot, state=kept, decision_id=f"r{round_number}", seed=1)
+        assert again.decision.model_dump() == outcome.decision.model_dump()
+        assert again.state == outcome.state
+        kept.update(outcome.state)
+        snapshot = next_snapshot(snapshot, outcome.decision, advance_s)
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=_spec_id)
 def test_every_policy_describes_itself(spec: PolicySpec) -> None:
     cls: Any = spec.cls
@@ -104,6 +133,7 @@ def test_every_policy_describes_itself(spec: PolicySpec) -> None:
             Stage.ORDERING: OrderingPolicy,
             Stage.SCALING: ScalingPolicy,
             Stage.PLACEMENT: PlacementPolicy,
+            Stage.RECLAIM: ReclaimPolicy,
         }[spec.stage],
     )
 
@@ -197,6 +227,63 @@ def test_placement_policies_place_all_or_none_without_touching_free(
                     assert room < workers, "room enough, yet no placement"
 
 
+# Any cluster, and clusters whose running jobs spread over loaned servers.
+_RECLAIM_SNAPSHOTS = st.one_of(snapshots(max_nodes=8), loaned_snapshots())
+
+
+def _loaned(snapshot: Snapshot) -> list[str]:
+    return [n.id for n in snapshot.nodes if n.loaned]
+
+
+@pytest.mark.parametrize("spec", REGISTRY.specs(Stage.RECLAIM), ids=_spec_id)
+@FAST
+@given(snapshot=_RECLAIM_SNAPSHOTS, count=st.integers(1, 5), seed=st.integers(0, 3))
+def test_reclaim_policies_keep_the_reclaim_contract(
+    spec: PolicySpec, snapshot: Snapshot, count: int, seed: int
+) -> None:
+    policy = REGISTRY.reclaim(spec.name)
+    request = ReclaimRequest(count=count)
+
+    result = policy.reclaim(ctx(snapshot, seed), request)
+
+    assert_valid_reclaim(snapshot, request, result)
+    # Pure: the same snapshot, request and seed give the same answer.
+    assert policy.reclaim(ctx(snapshot, seed), request) == result
+
+
+@pytest.mark.parametrize("spec", REGISTRY.specs(Stage.RECLAIM), ids=_spec_id)
+@FAST
+@given(snapshot=_RECLAIM_SNAPSHOTS, data=st.data())
+def test_reclaim_policies_return_exactly_the_servers_named(
+    spec: PolicySpec, snapshot: Snapshot, data: st.DataObject
+) -> None:
+    loaned = _loaned(snapshot)
+    if not loaned:
+        return
+    named = data.draw(st.lists(st.sampled_from(loaned), min_size=1, unique=True))
+    request = ReclaimRequest(node_ids=tuple(named))
+
+    result = REGISTRY.reclaim(spec.name).reclaim(ctx(snapshot), request)
+
+    assert_valid_reclaim(snapshot, request, result)
+    assert sorted(result.servers) == sorted(named)
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+@settings(max_examples=20, deadline=None)
+@given(snapshot=_RECLAIM_SNAPSHOTS, count=st.integers(1, 4))
+def test_every_profile_answers_a_checked_reclaim(
+    profile: Profile, snapshot: Snapshot, count: int
+) -> None:
+    policy = REGISTRY.reclaim(profile.reclaim.name, profile.reclaim.params)
+    request = ReclaimRequest(count=count)
+
+    result = run_reclaim(policy, snapshot, request, seed=5)
+
+    assert_valid_reclaim(snapshot, request, result)
+    assert result.fallback is None
+
+
 def _large_snapshot() -> Snapshot:
     """512 nodes x 8 GPUs, 2,000 jobs (a quarter running, many elastic), 3 tenants."""
     nodes = [
@@ -228,7 +315,7 @@ def _large_snapshot() -> Snapshot:
     return Snapshot(now=10_000.0, nodes=tuple(nodes), jobs=tuple(jobs), tenants=tenants)
 
 
-@pytest.mark.parametrize("profile", ["drf", "optimus", "tiresias", "srtf"])
+@pytest.mark.parametrize("profile", ["drf", "optimus", "tiresias", "srtf", "oasis"])
 def test_profiles_give_valid_decisions_on_a_large_snapshot(profile: str) -> None:
     snapshot = _large_snapshot()
     pipeline = Pipeline.build(load_profiles(REGISTRY)[profile], REGISTRY)

@@ -1,0 +1,992 @@
+"""OASiS: price-based online scheduling of parameter-server training jobs.
+
+Bao, Peng, Wu and Li, "Online Job Scheduling in Distributed Machine Learning
+Clusters", INFOCOM 2018. The model is the paper's §III (jobs of workers and
+parameter servers, time slots, per-server capacities, a utility that does not
+grow with completion time); the algorithm is its §IV: the problem rewritten
+over whole *schedules* of a job, whose dual prices every resource of every
+server in every slot, and an online rule that, when a job arrives, finds the
+job's schedule of best payoff (utility minus priced cost), admits the job if
+that payoff is positive, commits the schedule and raises the prices it uses.
+:mod:`policies.admission.oasis` and :mod:`policies.scaling.oasis` serve it; this
+module is the shared machinery (no I/O). docs/oasis.md has the full account.
+
+Prices. Resource k (GPU, CPU, memory; the snapshot says nothing of bandwidth)
+of server h in slot t costs, per unit and slot,
+
+    p = L_k · (U_k / L_k) ^ (g / c)
+
+where g is the committed use and c the capacity: L_k on an idle resource, U_k
+on a full one. As in the paper, U_k is the most utility any job can earn per
+unit of resource k (its best utility over what one of its workers, or one
+parameter server, holds of k), so a full resource prices out every job, and
+L_k is a fraction 1/(4η) of the least utility any job earns per unit of
+resource-time it needs, so an idle cluster prices every job well below its
+utility. The paper takes both as known bounds over all jobs; a stateless service
+cannot know them, so they are estimated from the snapshot's jobs and kept as
+running extremes in the state (U only grows, L only falls). See
+:func:`estimate_bounds` for the details and the deviations.
+
+The schedule subroutine. For a job, and for each slot t of the horizon, the
+cheapest way to run y workers (and the parameter servers they need) is found
+greedily at the prices of the moment: workers go to the servers where one more
+worker costs least, as many as fit, then parameter servers likewise on what is
+left (:meth:`Market.slot_costs`). A dynamic programme over the slots then picks
+how many workers to run in each slot so that the job's work is done at least
+cost, for every candidate completion slot at once: its state is the work done
+so far, cut into units. Payoff(t) = utility(end of t) − cost to finish by t;
+the best t wins. Two rules keep the programme to what Arbiter can carry out: a
+job runs in consecutive slots once started (scaling never preempts a running
+job), and in the current, partly elapsed slot it pays and works pro rata.
+
+Work. A job's work left is measured in seconds at its requested size
+(:meth:`Job.remaining_time_s`, or `default_duration_s` when it gives no
+estimate). With y workers and s parameter servers it progresses per second at
+speedup(y)/speedup(requested) · min(1, s·γ/y), relative to the requested
+configuration, where γ is the worker:PS ratio (`Job.workers_per_ps`, by default
+the requested workers/ps): the paper's constraint that a server feeds at most γ
+workers becomes a bottleneck once `max_ps` caps the servers. The programme
+always gives y workers ⌈y/γ⌉ servers (within `max_ps`).
+
+State (key "oasis", one JSON value per cluster): the committed schedule of
+every job OASiS admitted, as runs of identical slots with their per-server
+layout, plus the price bounds. Each round it is reconciled with the snapshot,
+which wins: jobs gone from the snapshot are dropped, past slots are cut, and
+the current slot of every job that runs after the decision is overwritten by
+what it really runs. Running jobs OASiS did not plan (admitted by another
+policy, or state lost) still load the prices: they hold their GPUs now and are
+assumed to keep them for their estimated remaining time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from policies.model import Assignment, Frozen, Job, JobState, SigmoidUtility, Snapshot, Utility
+
+STATE_KEY = "oasis"
+RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
+_K = len(RESOURCES)
+_EPS = 1e-9
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class OasisParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slot_s: float = Field(
+        default=1800.0,
+        ge=60.0,
+        description=(
+            "Length of a time slot, seconds. Prices and schedules are per slot; a job's "
+            "worker count changes only at slot boundaries."
+        ),
+    )
+    horizon_slots: int = Field(
+        default=336,
+        ge=1,
+        le=4096,
+        description=(
+            "Slots planned ahead, the current one included (default: a week of half "
+            "hours). A job that cannot finish within it is rejected."
+        ),
+    )
+    eta: float = Field(
+        default=1.0,
+        gt=0,
+        description=(
+            "The paper's η: the price floor L is 1/(4η) of the least utility a job earns "
+            "per unit of resource-time, so an idle cluster prices a job at most 1/(4η) "
+            "of its utility."
+        ),
+    )
+    max_price_ratio: float = Field(
+        default=1e12,
+        gt=1,
+        description=(
+            "Cap on U/L per resource: a job whose utility is nearly zero at the horizon's "
+            "end would otherwise push the floor towards zero (the paper assumes U/L finite)."
+        ),
+    )
+    work_units: int = Field(
+        default=512,
+        ge=16,
+        le=8192,
+        description=(
+            "Resolution of the dynamic programme: a job's remaining work is cut into at "
+            "most this many units (each slot's work is rounded down to whole units)."
+        ),
+    )
+    default_duration_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Run time assumed at the requested size for a job with no estimate.",
+    )
+    implied_value_per_gpu_hour: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "A job that states no utility is worth this much per GPU-hour it requests, "
+            "decaying as a sigmoid (see `implied_midpoint_factor`); 0 rejects such jobs."
+        ),
+    )
+    implied_midpoint_factor: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "The implied utility's midpoint, in multiples of the job's requested run time "
+            "after submission: finishing then is worth half."
+        ),
+    )
+
+
+# -- the state, as JSON -----------------------------------------------------------------------
+
+
+class Segment(Frozen):
+    """Consecutive slots `[first, until)` run with one layout (absolute slot numbers)."""
+
+    first: int
+    until: int
+    workers: int = Field(ge=0)
+    ps: int = Field(ge=0)
+    nodes: tuple[tuple[str, int, int], ...] = Field(
+        default=(), description="(node id, workers, parameter servers) on each node used."
+    )
+
+
+class Plan(Frozen):
+    """A job's committed schedule and the numbers it was admitted on."""
+
+    segments: tuple[Segment, ...] = ()
+    utility: float = 0.0
+    cost: float = 0.0
+
+    def segment_at(self, slot: int) -> Segment | None:
+        for segment in self.segments:
+            if segment.first <= slot < segment.until:
+                return segment
+        return None
+
+    def next_start(self, slot: int) -> int | None:
+        """First slot at or after `slot` in which the plan runs workers."""
+        starts = [max(s.first, slot) for s in self.segments if s.until > slot and s.workers > 0]
+        return min(starts) if starts else None
+
+
+class OasisState(Frozen):
+    version: Literal[1] = 1
+    slot_s: float | None = None
+    floor: tuple[float, float, float] | None = None
+    ceiling: tuple[float, float, float] | None = None
+    jobs: dict[str, Plan] = Field(default_factory=dict)
+
+
+def load_state(raw: JsonValue | None, slot_s: float | None = None) -> OasisState:
+    """The state as stored; empty when absent or unreadable.
+
+    Plans made with another slot length are dropped (their slot numbers mean other
+    times); the price bounds are kept.
+    """
+    if raw is None:
+        return OasisState(slot_s=slot_s)
+    try:
+        state = OasisState.model_validate(raw)
+    except ValidationError:
+        # Unreadable state (an older format, a hand edit): start afresh rather than fail
+        # every decision; the snapshot still says what runs.
+        return OasisState(slot_s=slot_s)
+    if slot_s is not None and state.slot_s != slot_s:
+        return state.model_copy(update={"slot_s": slot_s, "jobs": {}})
+    return state
+
+
+def dump_state(state: OasisState) -> JsonValue:
+    dumped: JsonValue = state.model_dump(mode="json")
+    return dumped
+
+
+def plan_from_details(details: Mapping[str, JsonValue]) -> Plan | None:
+    """The plan an OASiS admission put in its verdict's details, if any."""
+    raw = details.get("plan")
+    if raw is None:
+        return None
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+def worker_demand(job: Job) -> FloatArray:
+    return np.array(
+        [job.gpus_per_worker, job.cpus_per_worker, job.memory_gb_per_worker], dtype=np.float64
+    )
+
+
+def ps_demand(job: Job) -> FloatArray:
+    if job.ps == 0:
+        return np.zeros(_K)
+    return np.array([0.0, job.ps_cpus, job.ps_memory_gb], dtype=np.float64)
+
+
+def requested_duration_s(job: Job, params: OasisParams) -> float:
+    return job.estimated_duration_s or params.default_duration_s
+
+
+def remaining_at_request_s(job: Job, params: OasisParams) -> float:
+    """Seconds of work left at the requested size (never below one second)."""
+    left = job.remaining_time_s()
+    if left is None:
+        if job.total_work is not None:
+            left = params.default_duration_s * (1.0 - job.progress())
+        else:
+            left = params.default_duration_s - job.executed_time_s
+    return max(1.0, left)
+
+
+def job_utility(job: Job, params: OasisParams) -> tuple[Utility | None, bool]:
+    """The job's utility, or the implied one when it states none; and whether implied."""
+    if job.utility is not None:
+        return job.utility, False
+    if params.implied_value_per_gpu_hour <= 0:
+        return None, False
+    duration = requested_duration_s(job, params)
+    value = params.implied_value_per_gpu_hour * job.gpus * duration / 3600.0
+    return (
+        SigmoidUtility(
+            value=value, midpoint_s=params.implied_midpoint_factor * duration, steepness=1.0
+        ),
+        True,
+    )
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """What the subroutine needs of a job: its options, their speed, demands and value."""
+
+    job: Job
+    utility: Utility
+    implied: bool
+    counts: IntArray
+    """Worker counts it accepts, ascending."""
+    ps: IntArray
+    """Parameter servers at each count (⌈count/γ⌉ within max_ps; 0 for all-reduce jobs)."""
+    speed: FloatArray
+    """Progress per second at each count, relative to the requested configuration."""
+    remaining_s: float
+    """Work left, in seconds at the requested configuration."""
+    worker_demand: FloatArray
+    ps_demand: FloatArray
+
+
+def model_job(job: Job, utility: Utility, implied: bool, params: OasisParams) -> JobModel:
+    counts = np.array(job.allowed_worker_counts(), dtype=np.int64)
+    if job.ps == 0:
+        ps = np.zeros_like(counts)
+        factor = np.ones(len(counts))
+        requested_factor = 1.0
+    else:
+        ratio = job.workers_per_ps or job.workers / job.ps
+        need = np.maximum(1, np.ceil(counts / ratio - _EPS)).astype(np.int64)
+        ps = need if job.max_ps is None else np.minimum(need, max(1, job.max_ps))
+        # The paper's worker:PS constraint as a bottleneck: s servers feed s·γ workers.
+        factor = np.minimum(1.0, ps * ratio / counts)
+        requested_factor = min(1.0, job.ps * ratio / job.workers)
+    base = max(job.speedup_at(job.workers), _EPS) * requested_factor
+    speed = np.array([job.speedup_at(int(c)) for c in counts]) * factor / base
+    return JobModel(
+        job=job,
+        utility=utility,
+        implied=implied,
+        counts=counts,
+        ps=ps,
+        speed=speed,
+        remaining_s=remaining_at_request_s(job, params),
+        worker_demand=worker_demand(job),
+        ps_demand=ps_demand(job),
+    )
+
+
+def _fitting(free: FloatArray, demand: FloatArray, cap: int) -> IntArray:
+    """How many units of `demand` fit in `free` (last axis: resources), at most `cap`."""
+    needed = demand > 0
+    if not needed.any():
+        return np.full(free.shape[:-1], cap, dtype=np.int64)
+    fits = np.floor(free[..., needed] / demand[needed] + _EPS).min(axis=-1)
+    clipped: IntArray = np.clip(fits, 0, cap).astype(np.int64)
+    return clipped
+
+
+# -- price bounds -------------------------------------------------------------------------------
+
+
+def latest_positive_utility(utility: Utility, elapsed_now: float, elapsed_end: float) -> float:
+    """The least utility the job can still earn within the horizon, if positive.
+
+    The paper uses f(T − a), the utility at the end of the horizon; for a deadline
+    before that end it would be 0 and the floor with it, so a step utility counts
+    its value as long as the deadline has not passed.
+    """
+    late = utility.value_at(elapsed_end)
+    if late > 0:
+        return late
+    if utility.kind == "step" and utility.deadline_s >= elapsed_now:
+        return utility.value
+    return 0.0
+
+
+def estimate_bounds(
+    snapshot: Snapshot, params: OasisParams, horizon_end: float
+) -> tuple[FloatArray, FloatArray]:
+    """(L, U) per resource from the snapshot's jobs, as in the paper's §IV price design.
+
+    - U_k = max over jobs of f(now) / d_k, where f(now) bounds the job's utility from
+      above and d_k is the least it holds of resource k (one worker, or one parameter
+      server): the paper's most utility per unit of resource.
+    - L_k = min over jobs of f_late / (4η · n · R_k), where f_late is the least utility
+      the job can still earn within the horizon, R_k the resource-slots of k it needs
+      at its requested size, and n the count of resource types it uses: the paper's
+      least utility per unit of resource-time, shared over the types the job uses so
+      that an idle cluster prices it at most f_late/(4η) whatever the units.
+    A resource no job uses is free (L = U = 0); L is kept within [U/max_price_ratio, U].
+    """
+    ceiling = [0.0] * _K
+    floor = [math.inf] * _K
+    for job in snapshot.jobs:
+        utility, _ = job_utility(job, params)
+        if utility is None:
+            continue
+        elapsed_now = max(0.0, snapshot.now - job.submit_time)
+        best = utility.value_at(elapsed_now)
+        if best <= 0:
+            continue
+        # Plain floats: three resources, thousands of jobs; numpy would cost more here.
+        dw = (float(job.gpus_per_worker), job.cpus_per_worker, job.memory_gb_per_worker)
+        dps = (0.0, job.ps_cpus, job.ps_memory_gb) if job.ps else (0.0, 0.0, 0.0)
+        for k in range(_K):
+            holds = min(d for d in (dw[k], dps[k]) if d > 0) if dw[k] or dps[k] else 0.0
+            if holds > 0:
+                ceiling[k] = max(ceiling[k], best / holds)
+        late = latest_positive_utility(utility, elapsed_now, horizon_end - job.submit_time)
+        if late <= 0:
+            continue
+        slots = max(1, math.ceil(remaining_at_request_s(job, params) / params.slot_s))
+        need = [slots * (job.workers * dw[k] + job.ps * dps[k]) for k in range(_K)]
+        types = sum(1 for n in need if n > 0)
+        for k in range(_K):
+            if need[k] > 0:
+                floor[k] = min(floor[k], late / (4.0 * params.eta * types * need[k]))
+    return _clamped(np.array(floor), np.array(ceiling), params)
+
+
+def _clamped(
+    floor: FloatArray, ceiling: FloatArray, params: OasisParams
+) -> tuple[FloatArray, FloatArray]:
+    floor = np.where(np.isfinite(floor), floor, ceiling / params.max_price_ratio)
+    floor = np.clip(floor, ceiling / params.max_price_ratio, ceiling)
+    return floor, ceiling
+
+
+def merge_bounds(
+    state: OasisState, floor: FloatArray, ceiling: FloatArray, params: OasisParams
+) -> tuple[FloatArray, FloatArray]:
+    """Running extremes: the widest bounds seen so far (the paper's are over all jobs)."""
+    if state.ceiling is not None and state.floor is not None:
+        old_floor, old_ceiling = np.array(state.floor), np.array(state.ceiling)
+        ceiling = np.maximum(ceiling, old_ceiling)
+        known = old_floor > 0
+        floor = np.where(known & (floor > 0), np.minimum(floor, old_floor), floor)
+        floor = np.where(known & (floor <= 0), old_floor, floor)
+    return _clamped(floor, ceiling, params)
+
+
+def price(
+    used: FloatArray, capacity: FloatArray, floor: FloatArray, ceiling: FloatArray
+) -> FloatArray:
+    """p = L · (U/L)^(used/capacity) per unit and slot; last axis: resources.
+
+    The share is clamped to [0, 1]: a resource overcommitted by running jobs costs U,
+    as does one of no capacity (nothing fits there anyway).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(capacity > 0, used / capacity, 1.0)
+        ratio = np.where(floor > 0, ceiling / floor, 1.0)
+    share = np.clip(share, 0.0, 1.0)
+    return floor * np.power(ratio, share)
+
+
+# -- the market ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SlotCosts:
+    """Cheapest layout of each worker count in a block of slots (see Market.slot_costs)."""
+
+    cost: FloatArray  # (B, Y): full-slot cost; inf where it does not fit
+    nodes: IntArray  # (B, M): candidate servers, in order of a worker's cost
+    workers: IntArray  # (B, Y, M): workers on each candidate
+    ps: IntArray | None  # (B, Y, M): parameter servers on each candidate (None: they use nothing)
+
+
+class Market:
+    """Committed use and prices of every resource of every server in every slot ahead.
+
+    Slot 0 is the current one (absolute number `first_slot`), partly elapsed: a
+    schedule works and pays in it pro rata, for `first_fraction` of the slot.
+    Arrays are (slots, servers, resources); servers are the snapshot's nodes that
+    training may use, in snapshot order.
+    """
+
+    def __init__(
+        self,
+        params: OasisParams,
+        now: float,
+        nodes: Sequence[tuple[str, float, float, float, float]],
+        bounds: tuple[FloatArray, FloatArray],
+    ) -> None:
+        self.params = params
+        self.now = now
+        self.first_slot = math.floor(now / params.slot_s)
+        self.node_ids = [n[0] for n in nodes]
+        self.index = {node_id: h for h, node_id in enumerate(self.node_ids)}
+        self.capacity = np.array([n[1:4] for n in nodes], dtype=np.float64).reshape(-1, _K)
+        self.gpu_memory = np.array([n[4] for n in nodes], dtype=np.float64)
+        self.floor, self.ceiling = bounds
+        self.used = np.zeros((params.horizon_slots, len(nodes), _K))
+        self.prices = np.zeros_like(self.used)
+
+    @classmethod
+    def build(
+        cls,
+        snapshot: Snapshot,
+        params: OasisParams,
+        state: OasisState,
+        bounds: tuple[FloatArray, FloatArray],
+    ) -> Market:
+        nodes = [
+            (n.id, float(n.gpus), float(n.cpus), n.memory_gb, n.gpu_memory_gb)
+            for n in snapshot.nodes
+            if n.schedulable_for_training
+        ]
+        market = cls(params, snapshot.now, nodes, bounds)
+        market.load(snapshot, state)
+        market.prices = price(market.used, market.capacity, market.floor, market.ceiling)
+        return market
+
+    @property
+    def horizon(self) -> int:
+        return self.params.horizon_slots
+
+    @property
+    def size(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def first_fraction(self) -> float:
+        return max(_EPS, self.slot_end(0) - self.now) / self.params.slot_s
+
+    def slot_end(self, t: int) -> float:
+        """End of horizon slot `t` on the caller's clock."""
+        return (self.first_slot + t + 1) * self.params.slot_s
+
+    def span(self, first: int, until: int) -> slice:
+        """Horizon slots of absolute slots `[first, until)`."""
+        start = min(max(first - self.first_slot, 0), self.horizon)
+        return slice(start, min(max(until - self.first_slot, 0), self.horizon))
+
+    # -- committed use --------------------------------------------------------------------------
+    def load(self, snapshot: Snapshot, state: OasisState) -> None:
+        """Use committed by OASiS's plans and by running jobs; the snapshot wins for now."""
+        for job in snapshot.jobs:
+            plan = state.jobs.get(job.id)
+            dw, dps = worker_demand(job), ps_demand(job)
+            running = job.state is JobState.RUNNING
+            if running:
+                # What runs is the truth for the current slot, whatever was planned.
+                self._add_assignments(0, 1, job.placement, job.gpus_per_worker, dw)
+            if plan is not None:
+                for segment in plan.segments:
+                    span = self.span(segment.first, segment.until)
+                    if span.stop <= span.start:
+                        continue
+                    if running and span.start == 0:
+                        self._add_nodes(0, 1, segment.nodes, np.zeros(_K), dps)
+                        span = slice(1, span.stop)
+                    self._add_nodes(span.start, span.stop, segment.nodes, dw, dps)
+            if running and (plan is None or plan.next_start(self.first_slot + 1) is None):
+                # Not (or no longer) planned: assume it keeps its GPUs while it has work.
+                left = job.remaining_time_s(job.placed_workers)
+                if left is None:
+                    left = remaining_at_request_s(job, self.params)
+                ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
+                self._add_assignments(1, ends, job.placement, job.gpus_per_worker, dw)
+
+    def _add_assignments(
+        self, start: int, stop: int, placement: Iterable[Assignment], gpw: int, dw: FloatArray
+    ) -> None:
+        stop = min(stop, self.horizon)
+        if start >= stop:
+            return
+        for a in placement:
+            h = self.index.get(a.node_id)
+            if h is not None:
+                self.used[start:stop, h] += (len(a.gpu_indices) // gpw) * dw
+
+    def _add_nodes(
+        self,
+        start: int,
+        stop: int,
+        nodes: Iterable[tuple[str, int, int]],
+        dw: FloatArray,
+        dps: FloatArray,
+    ) -> None:
+        if start >= stop:
+            return
+        for node_id, workers, servers in nodes:
+            h = self.index.get(node_id)
+            if h is not None:
+                self.used[start:stop, h] += workers * dw + servers * dps
+
+    def commit(self, model: JobModel, schedule: Schedule) -> None:
+        """Add an admitted schedule's use and raise the prices it touches."""
+        cells = [(slot.t, h, w, s) for slot in schedule.slots for h, w, s in slot.layout]
+        if not cells:
+            return
+        slots, servers, workers, ps = (np.array(column) for column in zip(*cells, strict=True))
+        held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
+        np.add.at(self.used, (slots, servers), held)
+        self.prices[slots, servers] = price(
+            self.used[slots, servers], self.capacity[servers], self.floor, self.ceiling
+        )
+
+    # -- the greedy layout of one slot ---------------------------------------------------------
+    def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
+        """Cheapest layout of each of the job's worker counts in slots `[start, stop)`.
+
+        Workers go, one server at a time, to the server where a worker costs least at
+        the current prices, as many as fit there; the parameter servers then go the same
+        way on what the workers left. Prices stay those at the job's arrival, as in the
+        paper's subroutine. Two passes rather than worker+server bundles: a server may
+        then sit where CPUs are cheap (a GPU-less node), and the worker:server ratio
+        still holds by count. Only the cheapest few servers per slot can matter (y
+        workers touch at most y servers), so the search keeps those candidates and works
+        on small arrays for all the slots of the block at once.
+        """
+        prices = self.prices[start:stop]
+        free = np.maximum(self.capacity[None] - self.used[start:stop], 0.0)
+        blocks = prices.shape[0]
+        counts, ps = model.counts, model.ps
+        most_workers, most_ps = int(counts[-1]), int(ps.max())
+        dw, dps = model.worker_demand, model.ps_demand
+        rows = np.arange(blocks)[:, None]
+
+        worker_cost = prices @ dw  # (B, S)
+        fit = _fitting(free, dw, most_workers)
+        fit[:, self.gpu_memory < model.job.gpu_memory_gb] = 0
+        candidates = _cheapest(np.where(fit > 0, worker_cost, np.inf), most_workers)
+        locate_ps = most_ps > 0 and bool((dps > 0).any())
+        if locate_ps:
+            ps_cost = prices @ dps
+            ps_fit = _fitting(free, dps, most_ps)
+            # Workers may take CPUs or memory of a cheap PS host: keep spares.
+            ps_candidates = _cheapest(np.where(ps_fit > 0, ps_cost, np.inf), most_ps + most_workers)
+            candidates = np.concatenate([candidates, ps_candidates], axis=1)
+        candidates = np.sort(candidates, axis=1)
+        duplicate = np.zeros(candidates.shape, dtype=bool)
+        duplicate[:, 1:] = candidates[:, 1:] == candidates[:, :-1]
+
+        cand_fit = np.where(duplicate, 0, fit[rows, candidates])
+        cand_cost = worker_cost[rows, candidates]
+        order = np.argsort(np.where(cand_fit > 0, cand_cost, np.inf), axis=1, kind="stable")
+        nodes = np.take_along_axis(candidates, order, axis=1)
+        cand_fit = np.take_along_axis(cand_fit, order, axis=1)
+        cand_cost = np.where(cand_fit > 0, np.take_along_axis(cand_cost, order, axis=1), 0.0)
+        duplicate = np.take_along_axis(duplicate, order, axis=1)
+
+        before = np.cumsum(cand_fit, axis=1) - cand_fit  # workers fitting on cheaper servers
+        workers = np.clip(counts[None, :, None] - before[:, None, :], 0, cand_fit[:, None, :])
+        cost = (workers * cand_cost[:, None, :]).sum(axis=2)
+        fits = cand_fit.sum(axis=1)[:, None] >= counts[None, :]
+        on_each: IntArray | None = None
+        if locate_ps:
+            left = free[rows, nodes][:, None, :, :] - workers[..., None] * dw  # (B, Y, M, K)
+            room = np.where(duplicate[:, None, :], 0, _fitting(left, dps, most_ps))
+            unit = ps_cost[rows, nodes][:, None, :].repeat(len(counts), axis=1)
+            ps_order = np.argsort(np.where(room > 0, unit, np.inf), axis=2, kind="stable")
+            room_o = np.take_along_axis(room, ps_order, axis=2)
+            unit_o = np.where(room_o > 0, np.take_along_axis(unit, ps_order, axis=2), 0.0)
+            before_ps = np.cumsum(room_o, axis=2) - room_o
+            placed = np.clip(ps[None, :, None] - before_ps, 0, room_o)
+            cost = cost + (placed * unit_o).sum(axis=2)
+            fits &= room_o.sum(axis=2) >= ps[None, :]
+            on_each = np.zeros_like(placed)
+            np.put_along_axis(on_each, ps_order, placed, axis=2)
+        return SlotCosts(
+            cost=np.where(fits, cost, np.inf), nodes=nodes, workers=workers, ps=on_each
+        )
+
+    def binding_resource(self, model: JobModel) -> str:
+        """The resource that leaves room for the fewest of the job's workers over the horizon."""
+        free = np.maximum(self.capacity[None] - self.used, 0.0)
+        usable = self.gpu_memory >= model.job.gpu_memory_gb
+        room = []
+        for k in range(_K):
+            demand = model.worker_demand[k]
+            if demand <= 0:
+                room.append(np.inf)
+                continue
+            room.append(float(np.floor(free[:, usable, k] / demand + _EPS).sum()))
+        return RESOURCES[int(np.argmin(room))]
+
+
+def _cheapest(cost: FloatArray, count: int) -> IntArray:
+    """Indices of the `count` cheapest servers of each row (all of them when fewer)."""
+    servers = cost.shape[1]
+    if count >= servers:
+        return np.broadcast_to(np.arange(servers), cost.shape).copy()
+    return np.argpartition(cost, count - 1, axis=1)[:, :count]
+
+
+# -- the schedule subroutine --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotRun:
+    t: int  # horizon slot
+    workers: int
+    ps: int
+    layout: tuple[tuple[int, int, int], ...]  # (server index, workers, parameter servers)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    slots: tuple[SlotRun, ...]
+    completion: int  # horizon slot of the last run
+    utility: float
+    cost: float
+    cost_by_resource: FloatArray
+
+    @property
+    def payoff(self) -> float:
+        return self.utility - self.cost
+
+
+@dataclass(frozen=True)
+class Search:
+    """The best schedule found (positive payoff or not), or why there is none."""
+
+    best: Schedule | None
+    reason: str = ""
+
+
+class _Programme:
+    """The dynamic programme over slots, for one job (the paper's schedule subroutine).
+
+    `done[d]` is the least cost of having done d units of work (d = Q: all of it)
+    by the end of the slots seen so far. A slot offers option 0, running nothing
+    (allowed before the start, d = 0, and after the end, d = Q, only: a started job
+    runs in every slot until done), or option i + 1, running counts[i] workers for
+    units[i] units at cost[i]. The index arrays of a slot depend only on its units,
+    which take two values (the current, partial slot and a whole one), so they are
+    built once.
+    """
+
+    def __init__(self, total: int, variants: Sequence[IntArray]) -> None:
+        self.total = total
+        span = np.arange(total + 1)
+        self.sources: list[IntArray] = []
+        self.invalid: list[npt.NDArray[np.bool_]] = []
+        self.tails: list[IntArray] = []
+        for units in variants:
+            source = span[None, :] - units[:, None]
+            self.invalid.append(source < 0)
+            self.sources.append(np.maximum(source, 0))
+            self.tails.append(np.maximum(total - units, 0))
+        self.done = np.full(total + 1, np.inf)
+        self.done[0] = 0.0
+        self.history: list[tuple[FloatArray, npt.NDArray[np.intp], IntArray]] = []
+
+    def step(self, variant: int, units: IntArray, cost: FloatArray) -> float:
+        """Advance one slot; return the least cost of being done by its end."""
+        done, top = self.done, self.total
+        feasible = np.flatnonzero(np.isfinite(cost))
+        options = np.full((len(feasible) + 1, top + 1), np.inf)
+        options[0, 0], options[0, top] = done[0], done[top]
+        if len(feasible):
+            moved = done[self.sources[variant][feasible]]
+            moved += cost[feasible, None]
+            moved[self.invalid[variant][feasible]] = np.inf
+            # Reaching "all done" counts any start within a slot's work of the end.
+            tail = np.minimum.accumulate(done[::-1])[::-1]
+            moved[:, top] = tail[self.tails[variant][feasible]] + cost[feasible]
+            options[1:] = moved
+        best = options.argmin(axis=0)
+        choice = best if not len(feasible) else np.where(best > 0, feasible[best - 1] + 1, 0)
+        self.history.append((done, choice, units))
+        self.done = options[best, np.arange(top + 1)]
+        return float(self.done[top])
+
+    def backtrack(self, last: int) -> dict[int, int]:
+        """Count index run in each slot of the cheapest way to be done by slot `last`."""
+        runs: dict[int, int] = {}
+        total = done = self.total
+        for t in range(last, -1, -1):
+            before, choice, units = self.history[t]
+            option = int(choice[done])
+            if option == 0:
+                continue
+            count = option - 1
+            runs[t] = count
+            if done == total:
+                lowest = max(0, total - int(units[count]))
+                done = lowest + int(np.argmin(before[lowest : total + 1]))
+            else:
+                done -= int(units[count])
+        return runs
+
+
+def _blocks(horizon: int) -> list[tuple[int, int]]:
+    """Slot ranges whose layouts are computed together: 8, 16, 32, … slots.
+
+    Short jobs, the common case, stop after the first block or two; long ones
+    amortise the per-block work over many slots.
+    """
+    out, start, size = [], 0, 8
+    while start < horizon:
+        out.append((start, min(horizon, start + size)))
+        start, size = start + size, size * 2
+    return out
+
+
+def least_cost(market: Market, model: JobModel) -> float:
+    """A lower bound of any schedule's cost: the work done at the floor prices.
+
+    Prices never fall below L, so each unit of work costs at least the floor price of
+    what the most frugal worker count holds per unit of progress.
+    """
+    held = (
+        model.counts[:, None] * model.worker_demand[None, :]
+        + model.ps[:, None] * model.ps_demand[None, :]
+    ) @ market.floor
+    # Floor price per slot over the work a slot does: the price of a second of work.
+    work = market.params.slot_s * model.speed
+    per_second = np.where(work > 0, held / np.maximum(work, _EPS), np.inf)
+    return float(model.remaining_s * per_second.min())
+
+
+def search_schedule(market: Market, model: JobModel) -> Search:
+    """The job's schedule of best payoff over the horizon at the market's prices (§IV)."""
+    params = market.params
+    counts = model.counts
+    full_work = params.slot_s * model.speed  # work of a whole slot at each count
+    slowest = float(full_work[full_work > 0].min()) if (full_work > 0).any() else 0.0
+    if slowest <= 0:
+        return Search(None, "it makes no progress at any worker count it accepts")
+    # Units: a slot at the slowest count is 16 units, unless the job would need more
+    # than `work_units` of them; each slot's work is rounded down, never up.
+    unit = max(slowest / 16.0, model.remaining_s / params.work_units)
+    total = max(1, math.ceil(model.remaining_s / unit - _EPS))
+    full_units = np.floor(full_work / unit + _EPS).astype(np.int64)
+    first_units = np.floor(market.first_fraction * full_work / unit + _EPS).astype(np.int64)
+    submit = model.job.submit_time
+    floor_cost = least_cost(market, model)
+
+    programme = _Programme(total, (first_units, full_units))
+    tables: list[tuple[int, SlotCosts]] = []
+    best_payoff, best_t = -np.inf, -1
+    stopped_by_value = False
+    for start, stop in _blocks(market.horizon):
+        tables.append((start, market.slot_costs(model, start, stop)))
+        for t in range(start, stop):
+            variant = 0 if t == 0 else 1
+            units = first_units if t == 0 else full_units
+            share = market.first_fraction if t == 0 else 1.0
+            cost = np.where(units > 0, tables[-1][1].cost[t - start] * share, np.inf)
+            finished = programme.step(variant, units, cost)
+            value = model.utility.value_at(market.slot_end(t) - submit)
+            if np.isfinite(finished) and value - finished > best_payoff:
+                best_payoff, best_t = value - finished, t
+            if value - floor_cost <= max(best_payoff, 0.0):
+                # Utility never grows and no schedule costs less than the floor prices:
+                # no later finish can pay more, nor pay at all.
+                stopped_by_value = True
+                break
+        if stopped_by_value:
+            break
+
+    if best_t < 0:
+        reason = _why_none(market, model, stopped_by_value, total, full_units)
+        if stopped_by_value and floor_cost > 0:
+            earliest = model.utility.value_at(market.slot_end(0) - submit)
+            reason = (
+                f"its utility ({earliest:.4g} at the earliest) cannot cover even the floor "
+                f"price of its work ({floor_cost:.4g}) before it could finish"
+            )
+        return Search(None, reason)
+    runs = programme.backtrack(best_t)
+    slots = []
+    for t, option in sorted(runs.items()):
+        first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)
+        row = t - first
+        workers = table.workers[row, option]
+        servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
+        used = np.flatnonzero(workers + servers)
+        layout = tuple(
+            zip(
+                table.nodes[row, used].tolist(),
+                workers[used].tolist(),
+                servers[used].tolist(),
+                strict=True,
+            )
+        )
+        slots.append(
+            SlotRun(
+                t=t,
+                workers=int(counts[option]),
+                ps=int(model.ps[option]),
+                layout=layout,
+            )
+        )
+    cost_by_resource = _priced(market, model, slots)
+    completion = max(runs)
+    utility = model.utility.value_at(market.slot_end(completion) - submit)
+    return Search(
+        Schedule(
+            slots=tuple(slots),
+            completion=completion,
+            utility=utility,
+            cost=float(cost_by_resource.sum()),
+            cost_by_resource=cost_by_resource,
+        )
+    )
+
+
+def _priced(market: Market, model: JobModel, slots: Sequence[SlotRun]) -> FloatArray:
+    """Cost per resource of running `slots` at the market's prices (the current slot pro rata)."""
+    cells = [(slot.t, h, w, s) for slot in slots for h, w, s in slot.layout]
+    if not cells:
+        return np.zeros(_K)
+    t, servers, workers, ps = (np.array(column) for column in zip(*cells, strict=True))
+    held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
+    share = np.where(t == 0, market.first_fraction, 1.0)[:, None]
+    priced: FloatArray = (share * market.prices[t, servers] * held).sum(axis=0)
+    return priced
+
+
+def _why_none(
+    market: Market, model: JobModel, stopped_by_value: bool, total: int, full_units: IntArray
+) -> str:
+    job = model.job
+    if stopped_by_value:
+        return (
+            "its utility falls to zero before any schedule can finish it "
+            f"({_utility_text(model.utility)})"
+        )
+    fit = _fitting(market.capacity, model.worker_demand, 1)
+    fit[market.gpu_memory < job.gpu_memory_gb] = 0
+    if not fit.any():
+        return (
+            f"no schedulable node can hold one worker ({job.gpus_per_worker} GPUs, "
+            f"{job.cpus_per_worker:g} CPUs, {job.memory_gb_per_worker:g} GB memory, "
+            f"{job.gpu_memory_gb:g} GB GPU memory)"
+        )
+    fastest = int(full_units.max())
+    needed = math.ceil(total / fastest) if fastest > 0 else math.inf
+    if needed > market.horizon:
+        return (
+            f"even at {int(model.counts[-1])} workers it needs {needed} slots of "
+            f"{market.params.slot_s:g} s, more than the horizon of {market.horizon}"
+        )
+    return (
+        f"no schedule finishes within the horizon of {market.horizon} slots on the capacity "
+        f"left; the binding resource is {market.binding_resource(model)}"
+    )
+
+
+def _utility_text(utility: Utility) -> str:
+    if utility.kind == "step":
+        return f"deadline {utility.deadline_s:g} s after submission"
+    return f"sigmoid, value {utility.value:g}, midpoint {utility.midpoint_s:g} s"
+
+
+# -- schedules as plans -------------------------------------------------------------------------
+
+
+def plan_of(market: Market, schedule: Schedule) -> Plan:
+    """The schedule in absolute slots and node ids, runs of identical slots merged."""
+    segments: list[Segment] = []
+    for slot in schedule.slots:
+        absolute = market.first_slot + slot.t
+        nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in slot.layout))
+        last = segments[-1] if segments else None
+        if (
+            last is not None
+            and last.until == absolute
+            and (last.workers, last.ps, last.nodes) == (slot.workers, slot.ps, nodes)
+        ):
+            segments[-1] = last.model_copy(update={"until": absolute + 1})
+        else:
+            segments.append(
+                Segment(
+                    first=absolute,
+                    until=absolute + 1,
+                    workers=slot.workers,
+                    ps=slot.ps,
+                    nodes=nodes,
+                )
+            )
+    return Plan(segments=tuple(segments), utility=schedule.utility, cost=schedule.cost)
+
+
+def reconcile(
+    plan: Plan, current: int, runs: tuple[Assignment, ...] | None, gpus_per_worker: int, ps: int
+) -> Plan:
+    """Cut the past off `plan`; if the job runs, its current slot becomes what runs.
+
+    The snapshot (or the decision) wins over the plan: the workers and nodes a job
+    really has in the current slot replace the planned ones there; its planned
+    parameter servers stay (nothing else says where they are).
+    """
+    kept: list[Segment] = []
+    planned_now: Segment | None = None
+    for segment in plan.segments:
+        if segment.until <= current:
+            continue
+        if segment.first <= current:
+            planned_now = segment
+        first = max(segment.first, current)
+        if runs is not None and first == current:
+            first = current + 1
+        if first < segment.until:
+            kept.append(segment.model_copy(update={"first": first}))
+    if runs is not None:
+        by_node: dict[str, list[int]] = {}
+        for a in runs:
+            by_node.setdefault(a.node_id, [0, 0])[0] += len(a.gpu_indices) // gpus_per_worker
+        servers = planned_now.ps if planned_now is not None else ps
+        if planned_now is not None:
+            for node_id, _, count in planned_now.nodes:
+                if count:
+                    by_node.setdefault(node_id, [0, 0])[1] += count
+        workers = sum(w for w, _ in by_node.values())
+        now = Segment(
+            first=current,
+            until=current + 1,
+            workers=workers,
+            ps=servers,
+            nodes=tuple(sorted((n, w, s) for n, (w, s) in by_node.items())),
+        )
+        kept.insert(0, now)
+    return plan.model_copy(update={"segments": tuple(kept)})

@@ -1,0 +1,1 @@
+"""Reclaim policies, one per file; `impact` holds what they share."""
