@@ -26,7 +26,7 @@ lint: $(STAMP) ## Ruff lint and format check
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP) ## mypy --strict over the whole project
-	$(BIN)/mypy app policies storage simulator migrations scripts tests
+	$(BIN)/mypy app policies storage simulator training migrations scripts tests
 
 unit: $(STAMP) ## The pytest suite only
 	$(BIN)/pytest -q

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.profiles import Profile, PolicyChoice
+from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import ClusterSpec, NodeGroup
 from simulator.core import SimOptions, Simulation
 from simulator.deciders import EngineDecider
@@ -45,7 +45,7 @@ def trace(*rows: tuple[str, float, int, float]) -> list[TraceJob]:
 def profile(ordering: str = "fifo", placement: str = "consolidated", **params: object) -> Profile:
     return Profile(
         name=f"test-{ordering}-{placement}",
-        ordering=PolicyChoice(name=ordering, params=dict(params)),  # type: ignore[arg-type]
+        ordering=PolicyChoice(name=ordering, params=dict(params)),
         placement=PolicyChoice(name=placement),
     )
 

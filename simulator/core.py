@@ -1,0 +1,974 @@
+"""The event-driven core: the simulator plays the cluster manager around the engine.
+
+Events are arrivals (trace row order within a second), completions, inference
+load changes (which lend or reclaim servers when loaning is on) and round
+timers, kept in a heap ordered by `(time, kind, sequence)`: at one instant,
+completions free GPUs first, capacity changes next, then arrivals, then the
+timer. After the events of an instant the simulator asks for a decision when
+something a policy could act on changed: a job arrived, capacity changed, or a
+job completed or the round timer fired while jobs wait (or elastic jobs run).
+It builds the snapshot a cluster manager would send, gets a decision, checks it
+(no GPU twice, only schedulable GPUs, every running job kept or preempted,
+worker counts within bounds) and applies it: starts, preemptions (progress is
+kept, the restart cost is paid on resuming), resizes (a restart too) and
+rejections. A completion event carries its job's version, so a rate change
+simply pushes a new event and the stale one is skipped when popped.
+
+There are no policy-specific branches: every policy is reached through a
+:class:`~simulator.deciders.Decider`, i.e. `Pipeline.decide` in process or
+`POST /v1/decisions` over HTTP.
+
+Stepping (for learned policies)::
+
+    sim = Simulation(jobs, cluster)
+    snapshot = sim.reset(seed=1)           # first state that needs a decision
+    while snapshot is not None:
+        decision = my_policy(snapshot)     # any Decision, e.g. from Pipeline.decide
+        snapshot, done = sim.step(decision)
+    result = sim.result()
+
+`Simulation.run(decider)` is that loop, timed. The run is deterministic for a
+seed: the seed draws the machine speeds and each round's policy seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from policies.decision import Decision, Verdict
+from policies.model import (
+    Assignment,
+    InferenceLoad,
+    Job,
+    JobState,
+    Pool,
+    ScalingRule,
+    Snapshot,
+    Tenant,
+    snapshot_problems,
+)
+from simulator.cluster import ClusterSpec
+from simulator.inference import InferenceDemand, InferenceOptions, load_series
+from simulator.metrics import JobRecord, SimulationResult, TimeSeries, compute_metrics
+from simulator.perf import (
+    ClusterPerf,
+    JobShape,
+    PerfOptions,
+    PerfTables,
+    bind_cluster,
+    load_perf_tables,
+)
+from simulator.workload import JobSpec
+
+# Event kinds, in the order they are handled at one instant.
+_COMPLETE = 0
+_INFERENCE = 1
+_TIMER = 3
+
+# Job states as plain strings and enum members bound once: in Python 3.11 every
+# `JobState.RUNNING` lookup goes through the enum's descriptor, which shows in
+# profiles of a loop that runs for every job of every round.
+_PENDING = JobState.PENDING.value
+_RUNNING = JobState.RUNNING.value
+_SUSPENDED = JobState.SUSPENDED.value
+_DONE = "done"  # beyond the snapshot's three states
+_REJECTED = "rejected"
+_STATE_RUNNING = JobState.RUNNING
+_STATE_PENDING = JobState.PENDING
+_REJECT = Verdict.REJECT
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on (an invalid decision, a broken snapshot)."""
+
+
+class InvalidDecisionError(SimulationError):
+    """A decision that breaks an invariant of the cluster; names every problem found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        shown = "; ".join(problems[:5])
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        super().__init__(f"invalid decision: {shown}{more}")
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    round_period_s: float = 60.0
+    """Timer rounds every this many seconds while jobs wait or elastic jobs run (0: none)."""
+    rounds_on_events: bool = True
+    """Also decide right after arrivals and completions (else only on the timer)."""
+    check_snapshots: bool = False
+    """Run the full semantic validation on every snapshot (slow; for tests)."""
+    reject_infeasible: bool = True
+    """Reject on arrival a job asking for more GPUs than training can ever have."""
+    stall_limit_s: float = 7 * 86400.0
+    """Stop when nothing has run or arrived for this long (jobs left are unfinished)."""
+    record_timeseries: bool = True
+
+
+Reclaimer = Callable[[Snapshot, int], Sequence[str]]
+"""Picks `count` loaned node ids to give back to inference."""
+
+
+def fewest_jobs_reclaimer(snapshot: Snapshot, count: int) -> list[str]:
+    """Classic reclaim: the loaned servers hosting the fewest training GPUs, in node order."""
+    busy: dict[str, int] = {}
+    for job in snapshot.jobs:
+        for a in job.placement:
+            busy[a.node_id] = busy.get(a.node_id, 0) + len(a.gpu_indices)
+    loaned = [n.id for n in snapshot.nodes if n.loaned]
+    return sorted(loaned, key=lambda node_id: busy.get(node_id, 0))[:count]
+
+
+class _SimJob:
+    """A job's mutable state inside the simulator."""
+
+    __slots__ = (
+        "admitted",
+        "attained",
+        "base",
+        "cost",
+        "executed",
+        "finish",
+        "first_start",
+        "gpus_held",
+        "held_since",
+        "last_t",
+        "note",
+        "placement",
+        "preemptions",
+        "price_per_s",
+        "ps_alloc",
+        "rate",
+        "restart_until",
+        "restarts",
+        "shape",
+        "spec",
+        "state",
+        "version",
+        "view",
+        "work_done",
+    )
+
+    def __init__(self, spec: JobSpec, shape: JobShape, base: Job) -> None:
+        self.spec = spec
+        self.shape = shape
+        self.base = base
+        self.state: str = _PENDING
+        self.admitted = False
+        self.placement: tuple[Assignment, ...] = ()
+        self.gpus_held = 0
+        self.ps_alloc = 0
+        self.rate = 0.0
+        self.work_done = 0.0
+        self.attained = 0.0
+        self.executed = 0.0
+        self.last_t = spec.submit_time
+        self.restart_until = 0.0
+        self.first_start: float | None = None
+        self.finish: float | None = None
+        self.preemptions = 0
+        self.restarts = 0
+        self.version = 0
+        self.view: Job | None = None
+        self.cost = 0.0
+        self.price_per_s = 0.0
+        self.held_since = 0.0
+        self.note = ""
+
+    def sync(self, t: float) -> None:
+        """Bring service, run time and progress up to time `t`."""
+        dt = t - self.last_t
+        if dt <= 0:
+            return
+        if self.state == _RUNNING:
+            self.attained += self.gpus_held * dt
+            self.executed += dt
+            productive = t - max(self.last_t, self.restart_until)
+            if productive > 0:
+                self.work_done = min(self.spec.duration_s, self.work_done + self.rate * productive)
+        self.last_t = t
+
+
+@dataclass
+class _Accounting:
+    """Cluster-wide integrals over time."""
+
+    last_t: float = 0.0
+    busy_gpus: int = 0
+    capacity_gpus: int = 0
+    busy_gpu_s: float = 0.0
+    capacity_gpu_s: float = 0.0
+
+    def advance(self, t: float) -> None:
+        dt = t - self.last_t
+        if dt > 0:
+            self.busy_gpu_s += self.busy_gpus * dt
+            self.capacity_gpu_s += self.capacity_gpus * dt
+            self.last_t = t
+
+
+@dataclass
+class _Timing:
+    decision_s: list[float] = field(default_factory=list)
+    wall_start: float = 0.0
+
+
+class Simulation:
+    """One trace on one cluster, stepped one decision at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        jobs: Sequence[JobSpec],
+        cluster: ClusterSpec,
+        *,
+        perf: PerfOptions | None = None,
+        options: SimOptions | None = None,
+        inference: InferenceOptions | None = None,
+        tables: PerfTables | None = None,
+        reclaimer: Reclaimer = fewest_jobs_reclaimer,
+        seed: int = 0,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.specs = list(jobs)
+        for earlier, later in zip(self.specs, self.specs[1:], strict=False):
+            if later.submit_time < earlier.submit_time:
+                raise SimulationError(f"jobs must come in submission order: {later.id!r}")
+        self.cluster = cluster
+        self.perf_options = perf or PerfOptions()
+        self.options = options or SimOptions()
+        self.inference_options = inference or InferenceOptions()
+        self.tables = tables or load_perf_tables()
+        self.reclaimer = reclaimer
+        self.cluster_id = cluster_id or cluster.name
+        self.seed = seed
+        self.base_nodes = cluster.build_nodes()
+        self.reference_type = cluster.reference_gpu_type()
+        self._node_price = {n.id: n.price_per_gpu_hour / 3600.0 for n in self.base_nodes}
+        self._node_gpus = {n.id: n.gpus for n in self.base_nodes}
+        self._pool_nodes = [n.id for n in self.base_nodes if n.pool is Pool.INFERENCE]
+        self._training_types = sorted(
+            {n.gpu_type for n in self.base_nodes if n.pool is Pool.TRAINING}
+            | (
+                {n.gpu_type for n in self.base_nodes if n.pool is Pool.INFERENCE}
+                if self.inference_options.loan_idle
+                else set()
+            )
+        )
+        self._max_training_gpus = sum(
+            n.gpus
+            for n in self.base_nodes
+            if n.pool is Pool.TRAINING or self.inference_options.loan_idle
+        )
+        self.demand: InferenceDemand | None = None
+        if self._pool_nodes:
+            pool = [n for n in self.base_nodes if n.pool is Pool.INFERENCE]
+            self.demand = InferenceDemand(
+                load_series(self.inference_options.series),
+                pool_servers=len(pool),
+                gpus_per_server=max(1, round(sum(n.gpus for n in pool) / len(pool))),
+                options=self.inference_options,
+            )
+        tenants = sorted({s.tenant for s in self.specs})
+        self._tenants = tuple(Tenant(id=t) for t in tenants)
+        self._hint_cache: dict[tuple[str, int, int, ScalingRule], dict[int, float]] = {}
+        self._type_hint_cache: dict[str, dict[str, float]] = {}
+        self._init_state()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> Snapshot | None:
+        """Start over (optionally with a new seed); return the first snapshot to decide on."""
+        if seed is not None:
+            self.seed = seed
+        self._init_state()
+        return self._advance()
+
+    def _init_state(self) -> None:
+        self.model: ClusterPerf = bind_cluster(
+            self.tables, self.perf_options, self.base_nodes, self.reference_type, self.seed
+        )
+        # The clock starts at the first submission: utilisation and cost cover the makespan.
+        self.now = self.specs[0].submit_time if self.specs else 0.0
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self._next_arrival = 0
+        self._jobs: dict[str, _SimJob] = {}
+        self._active: dict[str, _SimJob] = {}
+        self._finished: list[_SimJob] = []
+        self._owner: dict[tuple[str, int], str] = {}
+        self._waiting = 0
+        self._running = 0
+        self._elastic_running: dict[str, _SimJob] = {}
+        self._timer_at: float | None = None
+        self._loaned: set[str] = set()
+        self._nodes = self.base_nodes
+        self._node_index = {n.id: i for i, n in enumerate(self.base_nodes)}
+        self._schedulable = {n.id for n in self.base_nodes if n.schedulable_for_training}
+        self._acct = _Accounting(
+            last_t=self.now, capacity_gpus=sum(self._node_gpus[i] for i in self._schedulable)
+        )
+        self._cost_per_s = 0.0
+        self._cost = 0.0
+        self._round = 0
+        self._preemptions = 0
+        self._last_progress_t = self.now
+        self._last_round_changed = True
+        self._pending_snapshot: Snapshot | None = None
+        self.done = False
+        self.series = TimeSeries()
+        self._timing = _Timing(wall_start=time.perf_counter())
+        self._inference_load = InferenceLoad()
+        if self.demand is not None and self.inference_options.loan_idle:
+            # Demand changes are events only when they move servers; otherwise every
+            # snapshot reads the demand at its own time.
+            self._push(self.now, _INFERENCE, 0)
+
+    def step(self, decision: Decision) -> tuple[Snapshot | None, bool]:
+        """Apply `decision` to the pending snapshot; advance to the next one (None when done)."""
+        snapshot = self._pending_snapshot
+        if snapshot is None:
+            raise SimulationError("no decision is pending: call reset() first, or the run is over")
+        problems = check_decision(snapshot, decision)
+        if problems:
+            raise InvalidDecisionError(problems)
+        self._pending_snapshot = None
+        self._apply(snapshot, decision)
+        self._record()
+        following = self._advance()
+        return following, following is None
+
+    def run(
+        self,
+        decide: Callable[[Snapshot, int, str], Decision],
+        on_progress: Callable[[int], None] | None = None,
+    ) -> SimulationResult:
+        """Run from the start with `decide(snapshot, seed, decision_id)`; return the result."""
+        snapshot = self.reset()
+        finished = 0
+        while snapshot is not None:
+            seed = self.round_seed()
+            decision_id = f"sim-{self.seed}-{self._round:07d}"
+            started = time.perf_counter()
+            decision = decide(snapshot, seed, decision_id)
+            self._timing.decision_s.append(time.perf_counter() - started)
+            snapshot, _ = self.step(decision)
+            if on_progress is not None and len(self._finished) != finished:
+                on_progress(len(self._finished) - finished)
+                finished = len(self._finished)
+        if on_progress is not None and len(self._finished) != finished:
+            on_progress(len(self._finished) - finished)
+        return self.result()
+
+    def round_seed(self) -> int:
+        """The policy seed of the pending round: fixed by the run's seed and the round index."""
+        return (self.seed * 1_000_003 + self._round) % (2**31)
+
+    @property
+    def pending_snapshot(self) -> Snapshot | None:
+        return self._pending_snapshot
+
+    # -- events ------------------------------------------------------------------------------
+    def _push(self, t: float, kind: int, ref: int, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, ref, version))
+
+    def _next_time(self) -> float | None:
+        candidates = []
+        if self._heap:
+            candidates.append(self._heap[0][0])
+        if self._next_arrival < len(self.specs):
+            candidates.append(self.specs[self._next_arrival].submit_time)
+        return min(candidates) if candidates else None
+
+    def _alive(self) -> bool:
+        return self._next_arrival < len(self.specs) or self._running > 0 or self._waiting > 0
+
+    def _advance(self) -> Snapshot | None:
+        """Process events until a decision is needed; return its snapshot (None: finished)."""
+        while True:
+            t = self._next_time()
+            if t is None or self._stalled(t):
+                self._finish_run()
+                return None
+            self._set_time(t)
+            arrived = completed = capacity_changed = timer = False
+            while self._heap and self._heap[0][0] <= t and self._heap[0][1] < 2:
+                _, kind, _, ref, version = heapq.heappop(self._heap)
+                if kind == _COMPLETE:
+                    completed |= self._complete(ref, version)
+                else:
+                    capacity_changed |= self._inference_change()
+            while (
+                self._next_arrival < len(self.specs)
+                and self.specs[self._next_arrival].submit_time <= t
+            ):
+                self._arrive(self.specs[self._next_arrival])
+                self._next_arrival += 1
+                arrived = True
+            while self._heap and self._heap[0][0] <= t:
+                _, kind, _, ref, version = heapq.heappop(self._heap)
+                if kind == _TIMER:
+                    if self._timer_at == t:
+                        self._timer_at = None
+                        timer = True
+                elif kind == _COMPLETE:  # pragma: no cover - same instant, pushed late
+                    completed |= self._complete(ref, version)
+                else:
+                    capacity_changed |= self._inference_change()
+            wanting = self._wanting()
+            need = timer and wanting
+            if self.options.rounds_on_events:
+                need = need or arrived or capacity_changed or (completed and wanting)
+            if need:
+                self._pending_snapshot = self._snapshot()
+                return self._pending_snapshot
+            self._record()
+            self._schedule_timer()
+
+    def _wanting(self) -> bool:
+        """Could a round do anything now? Jobs wait, or an elastic job could grow."""
+        if self._waiting > 0:
+            return True
+        if self._acct.busy_gpus >= self._acct.capacity_gpus:
+            return False
+        return any(
+            job.gpus_held < job.spec.max_workers * job.spec.gpus_per_worker
+            for job in self._elastic_running.values()
+        )
+
+    def _stalled(self, t: float) -> bool:
+        if self._next_arrival < len(self.specs) or self._running > 0:
+            return False
+        if self._waiting == 0:
+            return True
+        # Jobs wait, nothing runs and nothing will arrive: only a capacity change could help.
+        if not self._last_round_changed and not self.inference_options.loan_idle:
+            return True
+        return t - self._last_progress_t > self.options.stall_limit_s
+
+    def _set_time(self, t: float) -> None:
+        self._acct.advance(t)
+        self._cost += self._cost_per_s * max(0.0, t - self.now)
+        self.now = t
+
+    def _schedule_timer(self) -> None:
+        period = self.options.round_period_s
+        if period <= 0 or self._timer_at is not None:
+            return
+        if not self._wanting():
+            return
+        if self._running == 0 and not self._last_round_changed:
+            return  # a round now would change nothing; an event will wake the simulator
+        at = (math.floor(self.now / period) + 1) * period
+        self._timer_at = at
+        self._push(at, _TIMER, 0)
+
+    def _arrive(self, spec: JobSpec) -> None:
+        shape = JobShape(
+            family=spec.family,
+            gpus_per_worker=spec.gpus_per_worker,
+            workers=spec.workers,
+            ps=spec.ps,
+        )
+        job = _SimJob(spec, shape, self._base_view(spec, shape))
+        self._jobs[spec.id] = job
+        self._last_progress_t = self.now
+        if self.options.reject_infeasible and (
+            spec.min_workers * spec.gpus_per_worker > self._max_training_gpus
+        ):
+            job.state = _REJECTED
+            job.note = (
+                f"needs {spec.min_workers * spec.gpus_per_worker} GPUs; training can have at "
+                f"most {self._max_training_gpus}"
+            )
+            self._finished.append(job)
+            return
+        self._active[spec.id] = job
+        self._waiting += 1
+
+    def _complete(self, ref: int, version: int) -> bool:
+        spec = self.specs[ref]
+        job = self._jobs[spec.id]
+        if job.version != version or job.state != _RUNNING:
+            return False  # superseded by a rate change, a preemption or a resize
+        job.sync(self.now)
+        job.work_done = spec.duration_s
+        self._release(job)
+        job.state = _DONE
+        job.finish = self.now
+        del self._active[spec.id]
+        self._finished.append(job)
+        self._last_progress_t = self.now
+        return True
+
+    # -- inference pool and loaning ------------------------------------------------------------
+    def _inference_change(self) -> bool:
+        """Update demand; lend idle servers or reclaim loaned ones. True if capacity changed."""
+        assert self.demand is not None
+        needed = self.demand.servers_needed(self.now)
+        changed = False
+        if self.inference_options.loan_idle:
+            target = max(0, len(self._pool_nodes) - needed)
+            if target > len(self._loaned):
+                free = [n for n in self._pool_nodes if n not in self._loaned]
+                for node_id in free[: target - len(self._loaned)]:
+                    self._set_loaned(node_id, True)
+                changed = True
+            elif target < len(self._loaned):
+                count = len(self._loaned) - target
+                snapshot = self._snapshot()
+                chosen = list(self.reclaimer(snapshot, count))
+                if len(chosen) != count or not set(chosen) <= self._loaned:
+                    raise SimulationError(
+                        f"reclaimer returned {chosen!r}; expected {count} loaned node ids"
+                    )
+                self._reclaim(chosen)
+                changed = True
+        if self._alive():
+            nxt = self.demand.next_change(self.now)
+            if nxt is not None:
+                self._push(nxt, _INFERENCE, 0)
+        return changed
+
+    def _set_loaned(self, node_id: str, loaned: bool) -> None:
+        i = self._node_index[node_id]
+        nodes = list(self._nodes)
+        nodes[i] = self.base_nodes[i].model_copy(update={"loaned": loaned})
+        self._nodes = tuple(nodes)
+        if loaned:
+            self._loaned.add(node_id)
+            self._schedulable.add(node_id)
+            self._acct.capacity_gpus += self._node_gpus[node_id]
+        else:
+            self._loaned.discard(node_id)
+            self._schedulable.discard(node_id)
+            self._acct.capacity_gpus -= self._node_gpus[node_id]
+
+    def _reclaim(self, node_ids: Iterable[str]) -> None:
+        gone = set(node_ids)
+        for job in list(self._active.values()):
+            if job.state == _RUNNING and any(a.node_id in gone for a in job.placement):
+                self._preempt(job)
+        for node_id in gone:
+            self._set_loaned(node_id, False)
+
+    # -- snapshot ------------------------------------------------------------------------------
+    def _base_view(self, spec: JobSpec, shape: JobShape) -> Job:
+        elastic = spec.min_workers < spec.max_workers
+        speedup: dict[int, float] = {}
+        if elastic:
+            key = (spec.family, spec.min_workers, spec.max_workers, spec.scaling_rule)
+            cached = self._hint_cache.get(key)
+            if cached is None:
+                probe = Job(
+                    id="probe",
+                    workers=spec.workers,
+                    min_workers=spec.min_workers,
+                    max_workers=spec.max_workers,
+                    scaling_rule=spec.scaling_rule,
+                )
+                cached = self.model.speedup_hints(shape, probe.allowed_worker_counts())
+                self._hint_cache[key] = cached
+            speedup = cached
+        type_speed: dict[str, float] = {}
+        if len(self._training_types) > 1:
+            found = self._type_hint_cache.get(spec.family)
+            if found is None:
+                found = self.model.gpu_type_hints(shape, self._training_types)
+                self._type_hint_cache[spec.family] = found
+            type_speed = found
+        return Job(
+            id=spec.id,
+            tenant=spec.tenant,
+            submit_time=spec.submit_time,
+            gpus_per_worker=spec.gpus_per_worker,
+            workers=spec.workers,
+            min_workers=spec.min_workers,
+            max_workers=spec.max_workers,
+            scaling_rule=spec.scaling_rule,
+            ps=spec.ps,
+            max_ps=spec.max_ps,
+            model=spec.family,
+            total_work=spec.duration_s,
+            estimated_duration_s=spec.estimate_s,
+            speedup=speedup,
+            gpu_type_speed=type_speed,
+            utility=spec.utility,
+        )
+
+    def _view(self, job: _SimJob) -> Job:
+        if job.state == _RUNNING:
+            job.sync(self.now)
+            return _evolve(
+                job.base,
+                {
+                    "state": _STATE_RUNNING,
+                    "admitted": True,
+                    "placement": job.placement,
+                    "ps": job.ps_alloc if job.spec.ps else 0,
+                    "work_done": job.work_done,
+                    "attained_service_gpu_s": job.attained,
+                    "executed_time_s": job.executed,
+                },
+            )
+        if job.view is None:
+            if job.first_start is None and not job.admitted:
+                job.view = job.base
+            else:
+                job.view = _evolve(
+                    job.base,
+                    {
+                        "state": JobState(job.state),
+                        "admitted": job.admitted,
+                        "work_done": job.work_done,
+                        "attained_service_gpu_s": job.attained,
+                        "executed_time_s": job.executed,
+                    },
+                )
+        return job.view
+
+    def _snapshot(self) -> Snapshot:
+        if self.demand is not None:
+            self._inference_load = InferenceLoad(
+                servers_needed=self.demand.servers_needed(self.now),
+                forecast=self.demand.forecast(self.now),
+            )
+        snapshot = Snapshot(
+            cluster_id=self.cluster_id,
+            now=self.now,
+            nodes=self._nodes,
+            jobs=tuple(self._view(j) for j in self._active.values()),
+            tenants=self._tenants,
+            inference=self._inference_load,
+        )
+        if self.options.check_snapshots:
+            problems = snapshot_problems(snapshot)
+            if problems:
+                raise SimulationError(
+                    "simulator built an invalid snapshot: "
+                    + "; ".join(f"{p.path}: {p.message}" for p in problems[:5])
+                )
+        return snapshot
+
+    # -- applying a decision ---------------------------------------------------------------------
+    def _apply(self, snapshot: Snapshot, decision: Decision) -> None:
+        self._round += 1
+        changed = False
+        for entry in decision.admission:
+            job = self._active[entry.job_id]
+            if entry.verdict is _REJECT:
+                job.state = _REJECTED
+                job.note = entry.reason
+                del self._active[job.spec.id]
+                self._waiting -= 1
+                self._finished.append(job)
+                changed = True
+            elif entry.admitted and not job.admitted:
+                job.admitted = True
+                job.view = None
+                changed = True
+        scaled_ps = {r.job_id: r.ps for r in decision.scaling}
+        targets = {p.job_id: p.assignments for p in decision.placement}
+        for note in decision.preemptions:
+            self._preempt(self._active[note.job_id])
+            changed = True
+        moving: list[tuple[_SimJob, tuple[Assignment, ...], int]] = []
+        for job_id, assignments in targets.items():
+            job = self._active[job_id]
+            ps = scaled_ps.get(job_id, job.spec.ps) if job.spec.ps else 0
+            if job.state == _RUNNING:
+                if _same_gpus(job.placement, assignments) and ps == job.ps_alloc:
+                    continue
+                job.sync(self.now)
+                self._release(job)
+                moving.append((job, assignments, ps))
+            else:
+                moving.append((job, assignments, ps))
+        for job, assignments, ps in moving:
+            self._hold(job, assignments, ps)
+            changed = True
+        self._last_round_changed = changed
+        if changed:
+            self._last_progress_t = self.now
+        self._schedule_timer()
+
+    def _preempt(self, job: _SimJob) -> None:
+        job.sync(self.now)
+        self._release(job)
+        # Progress is kept (checkpointed); the restart cost is paid when it resumes.
+        job.state = _SUSPENDED
+        job.view = None
+        job.preemptions += 1
+        self._preemptions += 1
+        self._waiting += 1
+
+    def _release(self, job: _SimJob) -> None:
+        """Take every GPU from a running job (in sync with `now`); the caller sets its state."""
+        for a in job.placement:
+            for g in a.gpu_indices:
+                del self._owner[(a.node_id, g)]
+        self._acct.busy_gpus -= job.gpus_held
+        self._cost_per_s -= job.price_per_s
+        job.cost += job.price_per_s * (self.now - job.held_since)
+        self._elastic_running.pop(job.spec.id, None)
+        self._running -= 1
+        job.version += 1  # its completion event, if any, is now stale
+        job.placement = ()
+        job.gpus_held = 0
+        job.price_per_s = 0.0
+
+    def _hold(self, job: _SimJob, assignments: tuple[Assignment, ...], ps: int) -> None:
+        """Give GPUs to a job (waiting, or running and just released) and time its completion."""
+        for a in assignments:
+            for g in a.gpu_indices:
+                holder = self._owner.get((a.node_id, g))
+                if holder is not None:
+                    raise SimulationError(
+                        f"GPU {g} of {a.node_id!r} given to {job.spec.id!r} "
+                        f"while {holder!r} holds it"
+                    )
+                self._owner[(a.node_id, g)] = job.spec.id
+        job.sync(self.now)
+        if job.state != _RUNNING:
+            self._waiting -= 1
+        job.state = _RUNNING
+        job.admitted = True
+        job.view = None
+        job.placement = assignments
+        job.gpus_held = sum(len(a.gpu_indices) for a in assignments)
+        job.ps_alloc = ps
+        job.held_since = self.now
+        job.price_per_s = sum(self._node_price[a.node_id] * len(a.gpu_indices) for a in assignments)
+        self._cost_per_s += job.price_per_s
+        self._acct.busy_gpus += job.gpus_held
+        self._running += 1
+        if job.spec.min_workers < job.spec.max_workers:
+            self._elastic_running[job.spec.id] = job
+        if job.first_start is None:
+            # The trace's duration already includes the job's own start-up.
+            job.first_start = self.now
+            job.restart_until = self.now
+        else:
+            job.restarts += 1
+            job.restart_until = self.now + self.model.restart_s(job.spec.family)
+        job.rate = self.model.rate(job.shape, assignments, ps)
+        job.version += 1
+        if job.rate > 0:
+            left = job.spec.duration_s - job.work_done
+            self._push(job.restart_until + left / job.rate, _COMPLETE, job.spec.index, job.version)
+
+    # -- results -------------------------------------------------------------------------------
+    def _record(self) -> None:
+        if self.options.record_timeseries:
+            self.series.add(
+                self.now,
+                self._waiting,
+                self._running,
+                self._acct.busy_gpus,
+                self._acct.capacity_gpus,
+            )
+
+    def _finish_run(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self._pending_snapshot = None
+        self._record()
+
+    def result(self) -> SimulationResult:
+        """Per-job records, metrics and time series of the run so far."""
+        records = [self._record_of(j) for j in self._finished]
+        records += [self._record_of(j) for j in self._active.values()]
+        records.sort(key=lambda r: r.index)
+        metrics = compute_metrics(
+            records,
+            busy_gpu_s=self._acct.busy_gpu_s,
+            capacity_gpu_s=self._acct.capacity_gpu_s,
+            cost_usd=self._cost,
+            preemptions=self._preemptions,
+            decision_s=self._timing.decision_s,
+            wall_s=time.perf_counter() - self._timing.wall_start,
+        )
+        return SimulationResult(metrics=metrics, jobs=records, series=self.series)
+
+    def _record_of(self, job: _SimJob) -> JobRecord:
+        spec = job.spec
+        if job.state == _DONE:
+            status = "completed"
+        elif job.state == _REJECTED:
+            status = "rejected"
+        else:
+            status = "unfinished"
+        if job.state == _RUNNING:
+            job.sync(self.now)
+        cost = job.cost + (
+            job.price_per_s * (self.now - job.held_since) if job.state == _RUNNING else 0.0
+        )
+        return JobRecord(
+            index=spec.index,
+            job_id=spec.id,
+            tenant=spec.tenant,
+            family=spec.family,
+            gpus=spec.workers * spec.gpus_per_worker,
+            submit_s=spec.submit_time,
+            recorded_duration_s=spec.duration_s,
+            first_start_s=job.first_start,
+            finish_s=job.finish,
+            run_s=job.executed,
+            gpu_s=job.attained,
+            preemptions=job.preemptions,
+            restarts=job.restarts,
+            cost_usd=cost,
+            status=status,
+            note=job.note,
+            utility=spec.utility,
+        )
+
+
+_JOB_FIELDS = frozenset(Job.model_fields)
+
+
+def _evolve(job: Job, changes: dict[str, object]) -> Job:
+    """`job.model_copy(update=changes)` without pydantic's bookkeeping, for speed.
+
+    Only for the simulator's own values, of the right types already: a snapshot
+    is rebuilt every round, and this is most of its cost. Tests check that such
+    views validate back to themselves.
+    """
+    clone = Job.__new__(Job)
+    # Fields only: cached derived values (e.g. `placed_gpus`) describe the original.
+    state = {k: v for k, v in job.__dict__.items() if k in _JOB_FIELDS}
+    state.update(changes)
+    object.__setattr__(clone, "__dict__", state)
+    object.__setattr__(clone, "__pydantic_fields_set__", job.__pydantic_fields_set__)
+    object.__setattr__(clone, "__pydantic_extra__", None)
+    object.__setattr__(clone, "__pydantic_private__", None)
+    return clone
+
+
+def _unchanged(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:
+    """Same assignments; the engine hands kept placements back as the very same objects."""
+    if len(a) != len(b):
+        return False
+    if len(a) == 1:  # the common case, and the hottest line of the check
+        return a[0] is b[0] or a[0] == b[0]
+    return all(x is y for x, y in zip(a, b, strict=True)) or a == b
+
+
+def _same_gpus(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:
+    if _unchanged(a, b):
+        return True
+    return {(x.node_id, g) for x in a for g in x.gpu_indices} == {
+        (x.node_id, g) for x in b for g in x.gpu_indices
+    }
+
+
+def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
+    """Every way `decision` breaks the cluster's invariants for `snapshot` (empty: valid).
+
+    A running job kept exactly where it was is not re-checked GPU by GPU (the
+    snapshot's own validation covers its placement); only its GPUs on nodes
+    that new placements touch are, to catch a GPU given twice. That keeps the
+    check proportional to what the decision changes.
+    """
+    problems: list[str] = []
+    jobs = snapshot.jobs_by_id
+    nodes = snapshot.nodes_by_id
+    if decision.now != snapshot.now:
+        problems.append(f"decision is for time {decision.now}, the snapshot for {snapshot.now}")
+    rejected: set[str] = set()
+    newly: dict[str, bool] = {}
+    for verdict in decision.admission:
+        job = jobs.get(verdict.job_id)
+        if job is None:
+            problems.append(f"admission: unknown job {verdict.job_id!r}")
+            continue
+        if job.state is not _STATE_PENDING or job.admitted:
+            problems.append(f"admission: job {verdict.job_id!r} was not awaiting admission")
+        if verdict.verdict is _REJECT:
+            rejected.add(verdict.job_id)
+        newly[verdict.job_id] = verdict.admitted
+    placed: set[str] = set()
+    kept: list[tuple[str, tuple[Assignment, ...]]] = []
+    changed: list[tuple[Job, tuple[Assignment, ...]]] = []
+    for entry in decision.placement:
+        job = jobs.get(entry.job_id)
+        if job is None:
+            problems.append(f"placement: unknown job {entry.job_id!r}")
+            continue
+        if entry.job_id in placed:
+            problems.append(f"placement: job {entry.job_id!r} placed twice")
+        placed.add(entry.job_id)
+        if job.state is _STATE_RUNNING and _unchanged(entry.assignments, job.placement):
+            kept.append((job.id, entry.assignments))
+            continue
+        if entry.job_id in rejected:
+            problems.append(f"placement: job {entry.job_id!r} is rejected in the same decision")
+        if job.state is _STATE_PENDING and not job.admitted and not newly.get(job.id, False):
+            problems.append(f"placement: job {entry.job_id!r} was not admitted")
+        changed.append((job, entry.assignments))
+    training = Pool.TRAINING
+    open_nodes = {n.id for n in snapshot.nodes if n.healthy and (n.pool is training or n.loaned)}
+    for job_id, assignments in kept:
+        for a in assignments:
+            if a.node_id not in open_nodes:
+                problems.append(
+                    f"placement: job {job_id!r} kept on node {a.node_id!r}, "
+                    "which is not open to training"
+                )
+    touched = {a.node_id for _, assignments in changed for a in assignments}
+    used: dict[tuple[str, int], str] = {}
+    for job_id, assignments in kept:
+        for a in assignments:
+            if a.node_id in touched:
+                for g in a.gpu_indices:
+                    used[(a.node_id, g)] = job_id
+    for job, assignments in changed:
+        gpus = 0
+        for a in assignments:
+            node = nodes.get(a.node_id)
+            if node is None:
+                problems.append(f"placement: job {job.id!r} on unknown node {a.node_id!r}")
+                continue
+            if a.node_id not in open_nodes:
+                problems.append(
+                    f"placement: job {job.id!r} on node {a.node_id!r}, not open to training"
+                )
+            for g in a.gpu_indices:
+                if not 0 <= g < node.gpus:
+                    problems.append(f"placement: node {a.node_id!r} has no GPU {g}")
+                    continue
+                holder = used.get((a.node_id, g))
+                if holder is not None:
+                    problems.append(
+                        f"placement: GPU {g} of {a.node_id!r} given to {holder!r} and {job.id!r}"
+                    )
+                used[(a.node_id, g)] = job.id
+                gpus += 1
+        if gpus == 0:
+            problems.append(f"placement: job {job.id!r} placed on no GPU")
+        elif gpus % job.gpus_per_worker:
+            problems.append(f"placement: job {job.id!r} got {gpus} GPUs, not whole workers")
+        elif not job.accepts_workers(gpus // job.gpus_per_worker):
+            problems.append(
+                f"placement: job {job.id!r} got {gpus // job.gpus_per_worker} workers, "
+                f"outside [{job.lo}, {job.hi}] or its step rule"
+            )
+    preempted = set()
+    for note in decision.preemptions:
+        job = jobs.get(note.job_id)
+        if job is None or job.state is not _STATE_RUNNING:
+            problems.append(f"preemptions: job {note.job_id!r} was not running")
+            continue
+        if note.job_id in placed:
+            problems.append(f"preemptions: job {note.job_id!r} is also placed")
+        preempted.add(note.job_id)
+    running = {j.id for j in snapshot.jobs if j.state is _STATE_RUNNING}
+    for job_id in sorted(running - placed - preempted):
+        problems.append(f"job {job_id!r} was running and is neither placed nor preempted")
+    return problems

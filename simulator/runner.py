@@ -1,0 +1,89 @@
+"""Run a trace on a cluster under one or more profiles: what the CLI and scripts call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulator.cluster import ClusterSpec, load_cluster
+from simulator.core import SimOptions, Simulation
+from simulator.deciders import Decider, EngineDecider
+from simulator.inference import InferenceOptions
+from simulator.metrics import SimulationResult
+from simulator.perf import PerfMode, PerfOptions
+from simulator.traces import TraceJob, read_trace
+from simulator.workload import JobSpec, WorkloadOptions, make_jobs
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that fixes a run besides the profile (same config, same seed: same metrics)."""
+
+    seed: int = 0
+    perf_mode: PerfMode = "measured"
+    workload: WorkloadOptions = field(default_factory=WorkloadOptions)
+    sim: SimOptions = field(default_factory=SimOptions)
+    inference: InferenceOptions = field(default_factory=InferenceOptions)
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    profile: str
+    result: SimulationResult
+
+
+def build_simulation(
+    jobs: Sequence[JobSpec], cluster: ClusterSpec, config: RunConfig
+) -> Simulation:
+    """A simulation of already filled-in jobs (see :func:`simulator.workload.make_jobs`)."""
+    return Simulation(
+        jobs,
+        cluster,
+        perf=PerfOptions.for_mode(config.perf_mode),
+        options=config.sim,
+        inference=config.inference,
+        seed=config.seed,
+    )
+
+
+def simulate(
+    trace: Sequence[TraceJob],
+    cluster: ClusterSpec,
+    profiles: Sequence[str],
+    config: RunConfig | None = None,
+    *,
+    decider_for: Callable[[str], Decider] | None = None,
+    on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+) -> list[ProfileRun]:
+    """One run per profile, on the same jobs and seed; in process unless `decider_for` says."""
+    cfg = config or RunConfig()
+    jobs = make_jobs(trace, cfg.workload, seed=cfg.seed)
+    make_decider = decider_for or EngineDecider.named
+    runs: list[ProfileRun] = []
+    for name in profiles:
+        decider = make_decider(name)
+        sim = build_simulation(jobs, cluster, cfg)
+        progress = on_progress(name) if on_progress is not None else None
+        runs.append(ProfileRun(profile=name, result=sim.run(decider, progress)))
+    return runs
+
+
+def simulate_files(
+    trace_path: str | Path,
+    cluster_path: str | Path,
+    profiles: Sequence[str],
+    config: RunConfig | None = None,
+    *,
+    max_jobs: int | None = None,
+    decider_for: Callable[[str], Decider] | None = None,
+    on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+) -> list[ProfileRun]:
+    return simulate(
+        read_trace(trace_path, max_jobs),
+        load_cluster(cluster_path),
+        profiles,
+        config,
+        decider_for=decider_for,
+        on_progress=on_progress,
+    )

@@ -1,0 +1,173 @@
+"""From trace rows to simulated jobs: the fields a trace lacks, filled by named options.
+
+Traces record when a job came, how many GPUs it asked for and how long it ran;
+they say nothing of its model, its elasticity, its parameter servers or how
+well its user guessed its run time. Each of these is filled by a named option
+below (DESIGN §6), drawn per job from a stream seeded by `(seed, option, job
+id)`, so a job gets the same draw whatever window of the trace is simulated.
+
+* `model_mix` — `all` (default: uniform over every measured family), `gavel`
+  (ResNet-18/50, Transformer, LM as in Gavel's job generator), `pollux` (the six
+  Pollux/Sia models), `generic` (no model: linear speed-up, no locality), a
+  single family name, or a comma-separated list of families.
+* `elastic_fraction` — share of jobs that accept between half and twice their
+  requested workers (powers of two when the request is one, else any count).
+  Default 0: rigid jobs, as recorded. The bounds are an assumption in the spirit
+  of Pollux/Optimus, which let jobs scale within a range.
+* `ps_fraction` — share of jobs trained with parameter servers, requesting one
+  server per worker and accepting up to twice that (DL2's measured range).
+  Default 0: all-reduce jobs.
+* `estimate_error` — sigma of a log-normal factor on the duration estimate that
+  SJF/SRTF-style policies read. Default 0: the recorded duration is a perfect
+  estimate, as in the Tiresias and Gavel simulators' SRTF baselines.
+* `utility` — `none` (default) or `sigmoid`: a job is worth its GPU-hours if it
+  finishes at once, and half of that at twice its run time (OASiS-style).
+* every job is a gang of one-GPU workers (`gpus_per_worker` 1), the only shape
+  that all traces share; fractional GPUs (`gpu_milli`) are rounded up to one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from policies.model import ScalingRule, SigmoidUtility, Utility
+from simulator.perf import FAMILY_SOURCES, GENERIC
+from simulator.traces import TraceJob
+
+MODEL_MIXES: dict[str, tuple[str, ...]] = {
+    "all": tuple(FAMILY_SOURCES),
+    "gavel": tuple(f for f, (src, _) in FAMILY_SOURCES.items() if src == "gavel"),
+    "pollux": tuple(f for f, (src, _) in FAMILY_SOURCES.items() if src == "pollux_sia"),
+    "generic": (GENERIC,),
+}
+
+
+class WorkloadError(ValueError):
+    """An option value the workload filler does not understand."""
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    model_mix: str = "all"
+    elastic_fraction: float = 0.0
+    ps_fraction: float = 0.0
+    estimate_error: float = 0.0
+    utility: Literal["none", "sigmoid"] = "none"
+
+    def families(self) -> tuple[str, ...]:
+        if self.model_mix in MODEL_MIXES:
+            return MODEL_MIXES[self.model_mix]
+        names = tuple(n.strip() for n in self.model_mix.split(",") if n.strip())
+        known = set(FAMILY_SOURCES) | {GENERIC}
+        unknown = [n for n in names if n not in known]
+        if not names or unknown:
+            raise WorkloadError(
+                f"model mix {self.model_mix!r}: use one of {', '.join(MODEL_MIXES)} "
+                f"or families from {', '.join(sorted(known))}"
+            )
+        return names
+
+    def check(self) -> None:
+        self.families()
+        for name in ("elastic_fraction", "ps_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise WorkloadError(f"{name} must be within [0, 1], not {value}")
+        if self.estimate_error < 0:
+            raise WorkloadError("estimate_error must be >= 0")
+        if self.utility not in ("none", "sigmoid"):
+            raise WorkloadError(f"utility must be 'none' or 'sigmoid', not {self.utility!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A simulated job's fixed description: the trace row plus the filled-in fields."""
+
+    index: int
+    id: str
+    tenant: str
+    submit_time: float
+    duration_s: float
+    """Recorded run time at `workers` packed; also the job's total work."""
+    gpus_per_worker: int
+    workers: int
+    min_workers: int
+    max_workers: int
+    scaling_rule: ScalingRule
+    ps: int
+    max_ps: int | None
+    family: str
+    estimate_s: float
+    utility: Utility | None
+
+
+def _stream(seed: int, option: str, job_id: str) -> random.Random:
+    # String seeds hash with SHA-512, so draws do not depend on PYTHONHASHSEED.
+    return random.Random(f"{seed}/{option}/{job_id}")
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def make_jobs(
+    trace: Sequence[TraceJob], options: WorkloadOptions | None = None, seed: int = 0
+) -> list[JobSpec]:
+    """Fill the missing fields of every trace job, deterministically for `seed`."""
+    opts = options or WorkloadOptions()
+    opts.check()
+    families = opts.families()
+    out: list[JobSpec] = []
+    for index, row in enumerate(trace):
+        family = (
+            families[0]
+            if len(families) == 1
+            else _stream(seed, "model", row.job_id).choice(families)
+        )
+        workers = row.num_gpus
+        lo = hi = workers
+        rule = ScalingRule.LINEAR
+        if opts.elastic_fraction > 0 and (
+            _stream(seed, "elastic", row.job_id).random() < opts.elastic_fraction
+        ):
+            lo, hi = max(1, workers // 2), workers * 2
+            if _is_power_of_two(workers):
+                rule = ScalingRule.POWER_OF_TWO
+        ps, max_ps = 0, None
+        if opts.ps_fraction > 0 and _stream(seed, "ps", row.job_id).random() < opts.ps_fraction:
+            ps, max_ps = workers, 2 * workers
+        estimate = row.duration_s
+        if opts.estimate_error > 0:
+            noise = _stream(seed, "estimate", row.job_id).gauss(0.0, opts.estimate_error)
+            estimate = row.duration_s * math.exp(noise)
+        utility: Utility | None = None
+        if opts.utility == "sigmoid":
+            utility = SigmoidUtility(
+                value=workers * row.duration_s / 3600.0,
+                midpoint_s=2.0 * row.duration_s,
+                steepness=1.0,
+            )
+        out.append(
+            JobSpec(
+                index=index,
+                id=row.job_id,
+                tenant=row.tenant,
+                submit_time=row.submit_time_s,
+                duration_s=row.duration_s,
+                gpus_per_worker=1,
+                workers=workers,
+                min_workers=lo,
+                max_workers=hi,
+                scaling_rule=rule,
+                ps=ps,
+                max_ps=max_ps,
+                family=family,
+                estimate_s=estimate,
+                utility=utility,
+            )
+        )
+    return out
