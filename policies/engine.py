@@ -40,6 +40,7 @@ from policies.decision import (
     Stage,
     Verdict,
 )
+from policies.learned.models import ModelProvider
 from policies.model import Assignment, Job, JobState, Snapshot
 from policies.profiles import Profile
 from policies.protocols import (
@@ -51,6 +52,7 @@ from policies.protocols import (
     PlacementPolicy,
     ScalingPolicy,
     StatefulPolicy,
+    learned_model_key,
     state_key_of,
 )
 from policies.registry import Registry
@@ -131,29 +133,31 @@ class Pipeline:
         return tuple(keys)
 
     @classmethod
-    def build(cls, profile: Profile, registry: Registry) -> Pipeline:
+    def build(
+        cls, profile: Profile, registry: Registry, models: ModelProvider | None = None
+    ) -> Pipeline:
+        """The profile's policies, built; learned ones get their model version from `models`.
+
+        Without `models`, learned policies use the models Arbiter ships. A model that
+        cannot be loaded does not fail the build: the policy raises when asked, and
+        the profile's fallback answers (see :class:`policies.protocols.LearnedPolicy`).
+        """
         return cls(
             profile=profile,
-            admission=registry.admission(profile.admission.name, profile.admission.params),
-            ordering=registry.ordering(profile.ordering.name, profile.ordering.params),
-            scaling=registry.scaling(profile.scaling.name, profile.scaling.params),
-            placement=registry.placement(profile.placement.name, profile.placement.params),
+            admission=registry.admission(profile.admission.name, profile.admission.params, models),
+            ordering=registry.ordering(profile.ordering.name, profile.ordering.params, models),
+            scaling=registry.scaling(profile.scaling.name, profile.scaling.params, models),
+            placement=registry.placement(profile.placement.name, profile.placement.params, models),
             fallbacks={
-                stage: registry.create(stage, choice.name, choice.params)
+                stage: registry.create(stage, choice.name, choice.params, models)
                 for stage, choice in profile.fallback.items()
             },
         )
 
     def policy_refs(self) -> dict[str, PolicyRef]:
         return {
-            Stage.ADMISSION.value: PolicyRef(
-                name=self.admission.name, version=self.admission.version
-            ),
-            Stage.ORDERING.value: PolicyRef(name=self.ordering.name, version=self.ordering.version),
-            Stage.SCALING.value: PolicyRef(name=self.scaling.name, version=self.scaling.version),
-            Stage.PLACEMENT.value: PolicyRef(
-                name=self.placement.name, version=self.placement.version
-            ),
+            stage.value: _ref(policy)
+            for stage, policy in zip(ENGINE_STAGES, self._stage_policies(), strict=True)
         }
 
     def run(
@@ -261,7 +265,7 @@ class _Round:
             raise error
         name = getattr(backup, "name", "?")
         self.fallback = Fallback(policy=name, reason=str(error))
-        self.refs[stage.value] = PolicyRef(name=name, version=getattr(backup, "version", "?"))
+        self.refs[stage.value] = _ref(backup)
         self.replaced[stage] = backup
         return _guarded(stage, call, backup)
 
@@ -340,7 +344,8 @@ class _Round:
         )
         decision["policies"] = self.refs
         decision["fallback"] = self.fallback
-        return Decision.model_validate(decision)
+        # Every part was checked or built above; validating the whole again costs O(jobs).
+        return Decision.model_construct(**decision)  # type: ignore[arg-type]
 
     def _admission(self, jobs: list[Job]) -> list[AdmissionResult]:
         policy = self.pipeline.admission
@@ -647,6 +652,14 @@ class _Allocation:
 
 def _name(policy: object) -> str:
     return str(getattr(policy, "name", type(policy).__name__))
+
+
+def _ref(policy: object) -> PolicyRef:
+    """Name and version; a learned policy's version also names its model (`1+shipped-…`)."""
+    version = str(getattr(policy, "version", "?"))
+    if learned_model_key(policy) is not None:
+        version = f"{version}+{getattr(policy, 'model_version', '?')}"
+    return PolicyRef(name=_name(policy), version=version)
 
 
 def _stage_of(policy: object) -> Stage:

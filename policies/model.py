@@ -16,15 +16,25 @@ import math
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class Frozen(BaseModel):
-    """Base of every domain model: immutable, strict about unknown keys."""
+    """Base of every domain model: immutable, strict about unknown keys.
+
+    Derived values that the engine reads for every job of every round are
+    `cached_property`s; a copy drops them, since they describe the original.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        for name in [k for k in copy.__dict__ if k not in type(self).model_fields]:
+            del copy.__dict__[name]
+        return copy
 
 
 class Problem(Frozen):
@@ -200,7 +210,7 @@ class Job(Frozen):
         """GPUs at the requested worker count."""
         return self.workers * self.gpus_per_worker
 
-    @property
+    @cached_property
     def placed_gpus(self) -> int:
         return sum(len(a.gpu_indices) for a in self.placement)
 
@@ -319,15 +329,6 @@ class Snapshot(Frozen):
     inference: InferenceLoad = InferenceLoad()
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-    _LOOKUPS: ClassVar[tuple[str, ...]] = ("nodes_by_id", "jobs_by_id", "tenants_by_id")
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy whose id lookups are rebuilt: cached ones would describe the original."""
-        copy = super().model_copy(update=update, deep=deep)
-        for lookup in self._LOOKUPS:
-            copy.__dict__.pop(lookup, None)
-        return copy
 
     @cached_property
     def nodes_by_id(self) -> dict[str, Node]:

@@ -91,6 +91,17 @@ def builtin_profiles() -> list[Profile]:
             scaling=choice("optimus"),
         ),
         Profile(
+            name="dl2",
+            description=(
+                "DL2: a policy network (trained by imitating DRF, then by RL in the "
+                "simulator) adds workers and parameter servers step by step; FIFO with "
+                "backfill. Falls back to DRF when the model is missing, invalid or slow."
+            ),
+            ordering=choice("fifo", backfill=True),
+            scaling=choice("dl2"),
+            fallback={Stage.SCALING: choice("drf")},
+        ),
+        Profile(
             name="fifo-backfill",
             description="FIFO that lets later jobs start when the head does not fit.",
             ordering=choice("fifo", backfill=True),

@@ -186,6 +186,32 @@ class StatefulPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class LearnedPolicy(Protocol):
+    """A policy whose answers come from a trained model (DESIGN §5).
+
+    Its class names the key its model versions are stored under (`model_key`, the
+    `policy` of a stored version) and is built as `cls(params, model)` by
+    :meth:`policies.registry.Registry.create`, `model` being the version to use
+    (a :class:`policies.learned.models.ModelBlob`), or None when none is active (the
+    policy may then use the model it ships with). It must be built even when that
+    model cannot be loaded, and then raise from its stage method, so that the
+    profile's fallback answers and the decision says why. `model_version` names
+    the weights in use; decisions show it after the policy's version (`1+v3`).
+    """
+
+    model_key: ClassVar[str]
+
+    @property
+    def model_version(self) -> str: ...
+
+
+def learned_model_key(policy: object) -> str | None:
+    """The model key of a learned policy (class or instance), or None for any other."""
+    key = getattr(policy, "model_key", None)
+    return key if isinstance(key, str) else None
+
+
 def state_key_of(policy: object) -> str | None:
     """The state key a policy reads or writes, or None for a stateless policy."""
     key = getattr(policy, "state_key", None)

@@ -19,6 +19,7 @@ from policies.admission.load_threshold import LoadThreshold
 from policies.admission.oasis import OasisAdmission
 from policies.admission.quota import TenantQuota
 from policies.decision import Stage
+from policies.learned.models import ModelProvider
 from policies.ordering.fifo import Fifo
 from policies.ordering.sjf import ShortestJobFirst
 from policies.ordering.srtf import ShortestRemainingTimeFirst
@@ -35,12 +36,14 @@ from policies.protocols import (
     PolicyInfo,
     ReclaimPolicy,
     ScalingPolicy,
+    learned_model_key,
 )
 from policies.reclaim.aryl import ArylReclaim
 from policies.reclaim.fewest_jobs import FewestJobs
 from policies.reclaim.random_servers import RandomReclaim
 from policies.scaling.aryl_mckp import ArylKnapsack
 from policies.scaling.as_requested import AsRequested
+from policies.scaling.dl2 import Dl2Scaling
 from policies.scaling.drf import DominantResourceFairness
 from policies.scaling.oasis import OasisScaling
 from policies.scaling.optimus import Optimus
@@ -114,21 +117,57 @@ class Registry:
             raise UnknownPolicyError(stage.value, name, [s.name for s in self.specs(stage)])
         return spec
 
-    def create(self, stage: Stage, name: str, params: Mapping[str, object] | None = None) -> Any:
+    def create(
+        self,
+        stage: Stage,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> Any:
+        """A configured policy; a learned one also gets its model version from `models`.
+
+        Without a provider (or when it has no version for the policy) a learned
+        policy is given None and uses the model it ships with, if its parameters
+        allow (see :class:`policies.protocols.LearnedPolicy`).
+        """
         spec = self.spec(stage, name)
-        return spec.cls(spec.parse_params(params or {}))
+        parsed = spec.parse_params(params or {})
+        key = learned_model_key(spec.cls)
+        if key is None:
+            return spec.cls(parsed)
+        return spec.cls(parsed, models.model_for(key) if models is not None else None)
 
-    def admission(self, name: str, params: Mapping[str, object] | None = None) -> AdmissionPolicy:
-        return cast(AdmissionPolicy, self.create(Stage.ADMISSION, name, params))
+    def admission(
+        self,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> AdmissionPolicy:
+        return cast(AdmissionPolicy, self.create(Stage.ADMISSION, name, params, models))
 
-    def ordering(self, name: str, params: Mapping[str, object] | None = None) -> OrderingPolicy:
-        return cast(OrderingPolicy, self.create(Stage.ORDERING, name, params))
+    def ordering(
+        self,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> OrderingPolicy:
+        return cast(OrderingPolicy, self.create(Stage.ORDERING, name, params, models))
 
-    def scaling(self, name: str, params: Mapping[str, object] | None = None) -> ScalingPolicy:
-        return cast(ScalingPolicy, self.create(Stage.SCALING, name, params))
+    def scaling(
+        self,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> ScalingPolicy:
+        return cast(ScalingPolicy, self.create(Stage.SCALING, name, params, models))
 
-    def placement(self, name: str, params: Mapping[str, object] | None = None) -> PlacementPolicy:
-        return cast(PlacementPolicy, self.create(Stage.PLACEMENT, name, params))
+    def placement(
+        self,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> PlacementPolicy:
+        return cast(PlacementPolicy, self.create(Stage.PLACEMENT, name, params, models))
 
     def reclaim(self, name: str, params: Mapping[str, object] | None = None) -> ReclaimPolicy:
         return cast(ReclaimPolicy, self.create(Stage.RECLAIM, name, params))
@@ -148,6 +187,7 @@ def build_registry() -> Registry:
             PolicySpec(Tiresias),
             PolicySpec(AsRequested),
             PolicySpec(DominantResourceFairness),
+            PolicySpec(Dl2Scaling),
             PolicySpec(Optimus),
             PolicySpec(OasisScaling),
             PolicySpec(ArylKnapsack),

@@ -1,0 +1,208 @@
+"""DL2's policy network and the wrapper that serves, saves and loads it.
+
+Peng et al., "DL2" (2019), §4.1: a policy network of two fully connected hidden
+layers maps the state to a distribution over the 3J + 1 actions. Invalid actions
+get probability zero by masking their logits (the paper's code rescales masked
+probabilities; masking logits is the same distribution, and numerically safer).
+
+:class:`Dl2Model` is the unit the rest of Arbiter handles: the configuration plus
+the network. Following stable-baselines3's shape, one public :meth:`Dl2Model.predict`
+owns evaluation mode, no-grad and the input checks and calls a small hook; a model
+is saved as its constructor parameters plus its `state_dict`, here in one
+safetensors file (tensors only, the configuration as JSON in the file's header
+metadata), so loading never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import torch
+from pydantic import JsonValue, ValidationError
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+from torch import nn
+
+from policies.learned.dl2.features import Dl2Config
+from policies.learned.models import InvalidActionError, ModelLoadError
+
+FORMAT = "arbiter-dl2"
+FORMAT_VERSION = "1"
+_HEADER_KEY = "arbiter"
+
+
+class Dl2Network(nn.Module):
+    """State → action logits: two ReLU hidden layers, as in the paper."""
+
+    def __init__(self, config: Dl2Config) -> None:
+        super().__init__()
+        first, second = config.hidden
+        self.hidden1 = nn.Linear(config.input_size, first)
+        self.hidden2 = nn.Linear(first, second)
+        self.output = nn.Linear(second, config.actions)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.hidden2(torch.relu(self.hidden1(states))))
+        out: torch.Tensor = self.output(hidden)
+        return out
+
+
+def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Logits with invalid actions at -inf (a categorical over the valid ones)."""
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+class Dl2Model:
+    """A DL2 configuration and network: predict, save and load.
+
+    The network is plain `torch.nn.Module`; trainers update it in place through
+    :attr:`network` and call :meth:`logits` with gradients.
+    """
+
+    def __init__(self, config: Dl2Config, network: Dl2Network | None = None) -> None:
+        self.config = config
+        self.network = network if network is not None else Dl2Network(config)
+
+    @classmethod
+    def initial(cls, config: Dl2Config, seed: int = 0) -> Dl2Model:
+        """A freshly initialised model; the same seed gives the same weights."""
+        generator = torch.Generator().manual_seed(seed)
+        network = Dl2Network(config)
+        with torch.no_grad():
+            for module in network.modules():
+                if isinstance(module, nn.Linear):
+                    bound = 1.0 / module.in_features**0.5
+                    module.weight.uniform_(-bound, bound, generator=generator)
+                    module.bias.uniform_(-bound, bound, generator=generator)
+        return cls(config, network)
+
+    # -- inference --------------------------------------------------------------------------
+    def logits(self, states: torch.Tensor) -> torch.Tensor:
+        """Raw logits for a batch of states (with gradients if enabled); no checks."""
+        out: torch.Tensor = self.network(states)
+        return out
+
+    def predict(
+        self,
+        state: np.ndarray,
+        mask: np.ndarray,
+        *,
+        deterministic: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> int:
+        """The action for one state: the most likely valid one, or one sampled from them.
+
+        `state` has `config.input_size` finite entries, `mask` one bool per action
+        with at least one True. Raises ValueError on bad inputs and
+        InvalidActionError when the network's output is not a distribution
+        (NaN or infinite logits).
+        """
+        cfg = self.config
+        state = np.asarray(state, dtype=np.float32)
+        mask = np.asarray(mask)
+        if state.shape != (cfg.input_size,):
+            raise ValueError(f"state has shape {state.shape}, expected ({cfg.input_size},)")
+        if mask.shape != (cfg.actions,) or mask.dtype != np.bool_:
+            raise ValueError(f"mask must be {cfg.actions} bools, got {mask.dtype} {mask.shape}")
+        if not mask.any():
+            raise ValueError("every action is masked")
+        if not np.isfinite(state).all():
+            raise ValueError("state has non-finite entries")
+        was_training = self.network.training
+        self.network.eval()
+        try:
+            with torch.inference_mode():
+                logits = self.network(torch.from_numpy(state).unsqueeze(0))[0]
+                if not bool(torch.isfinite(logits).all()):
+                    raise InvalidActionError("the network produced non-finite logits")
+                return self._choose(logits, torch.from_numpy(mask), deterministic, generator)
+        finally:
+            self.network.train(was_training)
+
+    def _choose(
+        self,
+        logits: torch.Tensor,
+        mask: torch.Tensor,
+        deterministic: bool,
+        generator: torch.Generator | None,
+    ) -> int:
+        """Pick an action from one state's logits (the hook subclasses may change)."""
+        valid = masked_logits(logits, mask)
+        if deterministic:
+            return int(torch.argmax(valid).item())
+        probabilities = torch.softmax(valid, dim=-1)
+        return int(torch.multinomial(probabilities, 1, generator=generator).item())
+
+    # -- persistence ----------------------------------------------------------------------------
+    def meta(self) -> dict[str, JsonValue]:
+        """What the weights file says about itself (also stored beside a model version)."""
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "config": self.config.model_dump(mode="json"),
+        }
+
+    def to_bytes(self) -> bytes:
+        """Safetensors bytes: the state_dict's tensors, the configuration in the header.
+
+        The header carries one metadata key (safetensors orders several arbitrarily),
+        so equal weights give equal bytes.
+        """
+        tensors = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
+        header = json.dumps(self.meta(), sort_keys=True, separators=(",", ":"))
+        return save_tensors(tensors, metadata={_HEADER_KEY: header})
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Dl2Model:
+        """Load what :meth:`to_bytes` wrote; ModelLoadError for anything else."""
+        header = _header_metadata(data)
+        if header.get("format") != FORMAT:
+            raise ModelLoadError(f"not a DL2 model (format {header.get('format')!r})")
+        if header.get("format_version") != FORMAT_VERSION:
+            raise ModelLoadError(
+                f"DL2 model format version {header.get('format_version')!r}; "
+                f"this code reads {FORMAT_VERSION!r}"
+            )
+        try:
+            config = Dl2Config.model_validate(header.get("config"))
+        except ValidationError as error:
+            raise ModelLoadError(f"DL2 model configuration: {error}") from error
+        try:
+            tensors = load_tensors(data)
+        except (SafetensorError, ValueError, RuntimeError) as error:
+            raise ModelLoadError(f"DL2 weights: {error}") from error
+        network = Dl2Network(config)
+        try:
+            network.load_state_dict(tensors, strict=True)
+        except RuntimeError as error:
+            raise ModelLoadError(f"DL2 weights do not fit the configuration: {error}") from error
+        for name, tensor in network.state_dict().items():
+            if not bool(torch.isfinite(tensor).all()):
+                raise ModelLoadError(f"DL2 weights: {name} has non-finite values")
+        network.eval()
+        return cls(config, network)
+
+
+def _header_metadata(data: bytes) -> dict[str, JsonValue]:
+    """Arbiter's metadata in a safetensors file, read without touching the tensors.
+
+    The format is an 8-byte little-endian header length, then a JSON header whose
+    `__metadata__` maps strings to strings; ours is one JSON document under one key.
+    """
+    if len(data) < 8:
+        raise ModelLoadError("DL2 model: too short to be a safetensors file")
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > len(data) - 8 or length > 10_000_000:
+        raise ModelLoadError("DL2 model: safetensors header length is out of range")
+    try:
+        header = json.loads(data[8 : 8 + length])
+        meta = header["__metadata__"][_HEADER_KEY]
+        ours = json.loads(meta)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ModelLoadError(f"DL2 model: no readable metadata in the header: {error}") from error
+    if not isinstance(ours, dict):
+        raise ModelLoadError("DL2 model: the header's metadata is not an object")
+    return ours
