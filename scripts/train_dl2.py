@@ -1,0 +1,153 @@
+"""Train the DL2 model shipped with Arbiter: imitate DRF, fine-tune with PPO, judge, write.
+
+    .venv/bin/python scripts/train_dl2.py                 # writes the shipped model
+    .venv/bin/python scripts/train_dl2.py --quick --out /tmp/dl2.safetensors   # smoke run
+
+Steps (docs/dl2.md; Peng et al., 2019, §4.2–4.3):
+1. Simulated decision log: the `dl2` profile with DRF scaling runs the training
+   episodes (windows of the shared Philly and Helios traces on scaled clusters).
+2. Supervised warm-up: cross-entropy on DRF's steps, replayed through DL2's round.
+3. RL: PPO on the same episodes, the policy sampling, rewards = normalised progress;
+   the checkpoint with the best validation score (other windows) is kept.
+4. Judge on held-out episodes: the RL model ships only if it beats the warm-up
+   model (as retraining activates a candidate only if it wins); both are also
+   scored against DRF and as-requested scaling in the same pipeline.
+5. Write the winner (safetensors, configuration in the header) to `--out`.
+Timings of every step are printed; the run is deterministic for `--seed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from policies.learned.dl2.features import Dl2Config  # noqa: E402
+from policies.learned.dl2.network import Dl2Model  # noqa: E402
+from simulator.perf import FAMILY_SOURCES  # noqa: E402
+from training.dl2.episodes import (  # noqa: E402
+    held_out_episodes,
+    training_episodes,
+    validation_episodes,
+)
+from training.dl2.evaluation import Score, compare, score  # noqa: E402
+from training.dl2.imitation import (  # noqa: E402
+    ImitationArgs,
+    demonstrations,
+    imitate,
+    simulated_records,
+    teacher_profile,
+)
+from training.dl2.reinforce import PpoArgs, one_thread, train_ppo  # noqa: E402
+
+DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--teacher", default="drf", help="scaling policy to imitate")
+    parser.add_argument("--jobs", type=int, default=80, help="jobs per episode")
+    parser.add_argument("--imitation-epochs", type=int, default=20)
+    parser.add_argument("--updates", type=int, default=80, help="PPO updates")
+    parser.add_argument("--episodes-per-update", type=int, default=2)
+    parser.add_argument(
+        "--validate-every", type=int, default=5, help="updates between checkpoint scorings"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: tiny episodes and budgets"
+    )
+    args = parser.parse_args(argv)
+    jobs, epochs, updates = args.jobs, args.imitation_epochs, args.updates
+    train, validation = training_episodes(jobs), validation_episodes(jobs)
+    held_out = held_out_episodes(jobs)
+    if args.quick:
+        jobs, epochs, updates = 20, 2, 2
+        train, validation = training_episodes(jobs)[:2], validation_episodes(jobs)[:1]
+        held_out = held_out_episodes(jobs)[:1]
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    config = Dl2Config(families=tuple(FAMILY_SOURCES))
+    with one_thread():
+        clock = time.perf_counter()
+        data = demonstrations(simulated_records(train, teacher_profile(args.teacher)), config)
+        timings["demonstrations_s"] = time.perf_counter() - clock
+        print(
+            f"demonstrations: {len(data)} inferences from {len(train)} episodes "
+            f"of {args.teacher} ({timings['demonstrations_s']:.1f} s)",
+            flush=True,
+        )
+
+        clock = time.perf_counter()
+        warm = Dl2Model.initial(config, seed=args.seed)
+        log = imitate(warm, data, ImitationArgs(epochs=epochs, seed=args.seed))
+        timings["imitation_s"] = time.perf_counter() - clock
+        if log:
+            print(
+                f"imitation: {epochs} epochs, loss {log[-1]['loss']:.3f}, accuracy "
+                f"{log[-1]['accuracy']:.3f} ({timings['imitation_s']:.1f} s)",
+                flush=True,
+            )
+
+    clock = time.perf_counter()
+    tuned = Dl2Model.from_bytes(warm.to_bytes())
+    ppo = PpoArgs(
+        seed=args.seed,
+        updates=updates,
+        episodes_per_update=args.episodes_per_update,
+        validate_every=args.validate_every,
+    )
+
+    def show(row: dict[str, float]) -> None:
+        print(
+            f"  update {int(row['update']):3d}: reward/round {row['mean_reward']:.3f}  "
+            f"avg JCT {row['avg_jct_s']:7.0f} s  policy {row['policy_loss']:+.4f}  "
+            f"value {row['value_loss']:.4f}  entropy {row['entropy']:.3f}  "
+            f"KL {row['approx_kl']:.4f}  clip {row['clipfrac']:.3f}  "
+            f"EV {row['explained_variance']:+.2f}  {row['seconds']:.1f} s"
+            + (
+                f"  validation {row['validation_avg_jct_s']:.0f} s"
+                if "validation_avg_jct_s" in row
+                else ""
+            ),
+            flush=True,
+        )
+
+    print(f"PPO: {updates} updates x {args.episodes_per_update} episodes", flush=True)
+    train_ppo(tuned, train, ppo, validation=validation, on_update=show)
+    timings["rl_s"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    with one_thread():
+        verdict = compare(tuned, warm, held_out)
+        baselines: list[Score] = [
+            score(teacher_profile(name), held_out, name=f"{name} scaling")
+            for name in (args.teacher, "as_requested")
+        ]
+    timings["evaluation_s"] = time.perf_counter() - clock
+    shipped = tuned if verdict.candidate_wins else warm
+    print(f"held-out ({len(held_out)} episodes), mean of average JCTs:")
+    print(f"  {'DL2, RL-tuned':22s} {verdict.candidate.mean_avg_jct_s:8.0f} s")
+    print(f"  {'DL2, imitation only':22s} {verdict.incumbent.mean_avg_jct_s:8.0f} s")
+    for baseline in baselines:
+        print(f"  {baseline.name:22s} {baseline.mean_avg_jct_s:8.0f} s")
+    print(f"shipping the {'RL-tuned' if verdict.candidate_wins else 'imitation'} model")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(shipped.to_bytes())
+    timings["total_s"] = time.perf_counter() - started
+    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    print("timings: " + json.dumps({k: round(v, 1) for k, v in timings.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""DL2 training on tiny budgets: rewards, imitation, PPO determinism, evaluation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from policies.decision import Decision
+from policies.engine import Pipeline
+from policies.learned.dl2.features import Allocation, Dl2Config
+from policies.learned.dl2.network import Dl2Model
+from policies.model import ScalingRule, Snapshot
+from policies.registry import build_registry
+from tests.policies.builders import job, node, running, snap
+from training.dl2.episodes import EpisodeSpec
+from training.dl2.evaluation import compare, score
+from training.dl2.imitation import (
+    ImitationArgs,
+    demonstrations,
+    imitate,
+    simulated_records,
+    teacher_action,
+    teacher_profile,
+)
+from training.dl2.reinforce import PpoArgs, train_ppo
+from training.dl2.rollout import discounted_returns, progress_reward
+
+CONFIG = Dl2Config(window=4, families=("resnet50",), hidden=(16, 8))
+REGISTRY = build_registry()
+
+
+@pytest.fixture(scope="module")
+def episode(tmp_path_factory: pytest.TempPathFactory) -> EpisodeSpec:
+    """Ten jobs on two 4-GPU nodes: enough contention for scaling to matter, < 1 s to run."""
+    folder = tmp_path_factory.mktemp("episode")
+    rows = ["job_id,submit_time_s,num_gpus,duration_s"]
+    shapes = [(1, 900), (2, 1800), (1, 600), (4, 1200), (2, 300), (1, 2400), (2, 900)]
+    shapes += [(1, 1200), (2, 600), (1, 300)]
+    for i, (gpus, duration) in enumerate(shapes):
+        rows.append(f"t{i},{i * 120},{gpus},{duration}")
+    trace = folder / "tiny.csv"
+    trace.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    cluster = folder / "tiny.json"
+    group = {
+        "count": 2,
+        "gpus": 4,
+        "gpu_type": "V100",
+        "gpu_memory_gb": 32,
+        "cpus": 64,
+        "memory_gb": 512,
+        "pool": "training",
+        "rack_size": 16,
+        "price_per_gpu_hour": 3.0,
+    }
+    cluster.write_text(json.dumps({"name": "tiny", "node_groups": [group]}), encoding="utf-8")
+    return EpisodeSpec(
+        trace=str(trace),
+        cluster=str(cluster),
+        jobs=10,
+        elastic_fraction=1.0,
+        ps_fraction=0.5,
+        seed=1,
+    )
+
+
+def _model_config(spec: EpisodeSpec) -> Dl2Config:
+    families = tuple(sorted({j.family for j in spec.job_specs()}))
+    return CONFIG.model_copy(update={"families": families})
+
+
+# -- rewards ------------------------------------------------------------------------------------
+def test_progress_reward_sums_fractions_of_total_work_and_counts_finished_jobs() -> None:
+    before = snap(
+        [node("n0")],
+        [
+            running("a", {"n0": (0,)}, total_work=100.0, work_done=20.0),
+            running("b", {"n0": (1,)}, total_work=50.0, work_done=40.0),
+            job("c"),
+        ],
+    )
+    after = snap(
+        [node("n0")],
+        [running("a", {"n0": (0,)}, total_work=100.0, work_done=50.0), job("c")],
+    )
+    assert progress_reward(before, after) == pytest.approx(0.3 + 0.2)
+    assert progress_reward(before, None) == pytest.approx(0.8 + 0.2)
+
+
+def test_returns_discount_by_simulated_time() -> None:
+    returns = discounted_returns([1.0, 1.0, 1.0], [0.0, 3600.0, 3600.0], horizon_s=3600.0)
+    assert returns[2] == pytest.approx(1.0)
+    assert returns[1] == pytest.approx(2.0)
+    assert returns[0] == pytest.approx(1.0 + 2.0 / math.e)
+
+
+# -- imitation ----------------------------------------------------------------------------------
+def _contended() -> Snapshot:
+    return snap(
+        [node("n0", gpus=8)],
+        [
+            job("a", workers=2, min_workers=1, max_workers=4, model="resnet50"),
+            job(
+                "b",
+                workers=2,
+                min_workers=1,
+                max_workers=8,
+                scaling_rule=ScalingRule.POWER_OF_TWO,
+                ps=2,
+                max_ps=4,
+            ),
+            job("c", workers=1),
+        ],
+    )
+
+
+def test_the_teacher_walks_from_the_floor_to_the_recorded_allocation() -> None:
+    snapshot = _contended()
+    targets = {"a": (3, 0), "b": (4, 2), "c": (1, 0)}
+    allocation = Allocation(snapshot, list(snapshot.jobs), CONFIG)
+    for _ in range(20):
+        action = teacher_action(allocation, targets)
+        if action == CONFIG.stop_action:
+            break
+        allocation.apply(action)
+    assert {j: allocation.allocation(j) for j in targets} == targets
+
+
+def test_demonstrations_read_decision_log_rows_as_json() -> None:
+    snapshot = _contended()
+    pipeline = Pipeline.build(teacher_profile("drf", REGISTRY), REGISTRY)
+    decision = pipeline.decide(snapshot, decision_id="d")
+    rows = [(orjson.loads(snapshot.model_dump_json()), orjson.loads(decision.model_dump_json()))]
+    from_json = demonstrations(rows, CONFIG)
+    from_models = demonstrations([(snapshot, decision)], CONFIG)
+    assert len(from_json) > 1
+    assert from_json.actions[-1] == CONFIG.stop_action
+    np.testing.assert_array_equal(from_json.states, from_models.states)
+    np.testing.assert_array_equal(from_json.actions, from_models.actions)
+    no_scaling = decision.model_copy(update={"scaling": ()})
+    assert len(demonstrations([(snapshot, no_scaling)], CONFIG)) == 0
+
+
+def test_imitation_learns_the_teachers_actions(episode: EpisodeSpec) -> None:
+    config = _model_config(episode)
+    records: list[tuple[Snapshot, Decision]] = list(
+        simulated_records([episode], teacher_profile("drf", REGISTRY), REGISTRY)
+    )
+    data = demonstrations(records, config)
+    assert len(data) > 10
+    model = Dl2Model.initial(config, seed=0)
+    log = imitate(model, data, ImitationArgs(epochs=60, batch_size=32, learning_rate=3e-3))
+    assert log[-1]["loss"] < log[0]["loss"]
+    assert log[-1]["accuracy"] > 0.8
+
+
+# -- RL -----------------------------------------------------------------------------------------
+def test_ppo_is_deterministic_for_a_seed_and_logs_its_diagnostics(episode: EpisodeSpec) -> None:
+    config = _model_config(episode)
+    args = PpoArgs(seed=3, updates=2, episodes_per_update=1, critic_warmup=1, minibatch_size=32)
+    first = Dl2Model.initial(config, seed=0)
+    log = train_ppo(first, [episode], args)
+    again = Dl2Model.initial(config, seed=0)
+    train_ppo(again, [episode], args)
+    assert first.to_bytes() == again.to_bytes()
+    assert first.to_bytes() != Dl2Model.initial(config, seed=0).to_bytes(), "it learned"
+    assert len(log) == 2
+    for row in log:
+        for key in (
+            "approx_kl",
+            "clipfrac",
+            "entropy",
+            "explained_variance",
+            "mean_reward",
+            "policy_loss",
+            "value_loss",
+            "avg_jct_s",
+        ):
+            assert math.isfinite(row[key]), (key, row)
+    other = Dl2Model.initial(config, seed=0)
+    train_ppo(other, [episode], PpoArgs(seed=4, updates=2, episodes_per_update=1, critic_warmup=1))
+    assert other.to_bytes() != first.to_bytes()
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+def test_compare_scores_a_candidate_against_a_heuristic(episode: EpisodeSpec) -> None:
+    candidate = Dl2Model.initial(_model_config(episode), seed=0)
+    comparison = compare(candidate, teacher_profile("drf", REGISTRY), [episode])
+    metrics = comparison.metrics()
+    assert metrics["episodes"] == 1
+    assert isinstance(metrics["candidate_mean_avg_jct_s"], float)
+    assert metrics["candidate_mean_avg_jct_s"] > 0
+    assert comparison.candidate.fallbacks == 0
+    assert comparison.candidate_wins == (
+        comparison.candidate.mean_avg_jct_s < comparison.incumbent.mean_avg_jct_s
+    )
+    assert score("drf", [episode]).mean_avg_jct_s > 0
+
+
+def test_episode_specs_cut_windows_and_scale_the_cluster(episode: EpisodeSpec) -> None:
+    jobs = EpisodeSpec(trace=episode.trace, cluster=episode.cluster, start=3, jobs=4).job_specs()
+    assert [j.id for j in jobs] == ["t3", "t4", "t5", "t6"]
+    assert [j.index for j in jobs] == [0, 1, 2, 3]
+    capped = EpisodeSpec(trace=episode.trace, cluster=episode.cluster, max_duration_s=500.0)
+    assert max(j.duration_s for j in capped.job_specs()) == 500.0
+    half = EpisodeSpec(trace=episode.trace, cluster=episode.cluster, cluster_fraction=0.5)
+    assert half.cluster_spec().training_gpus() == 4
+    assert Path(episode.trace).exists()

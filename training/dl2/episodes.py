@@ -1,0 +1,160 @@
+"""Training episodes: windows of the shared traces, on a scaled copy of their paired cluster.
+
+DL2 trains on traces cut into episodes of a few dozen jobs (Peng et al., 2019,
+§5.1). Here an episode is a window of consecutive jobs of a shared trace
+(`../shared/traces`), run on the cluster the traces README pairs it with, scaled
+down so that the window's load contends for GPUs as the full trace does for the
+full cluster: with no contention the best scaling is "everything to its maximum",
+and there is nothing to learn. The trace lacks elasticity and parameter servers,
+which is what DL2 decides, so the episode fills them with
+:class:`simulator.workload.WorkloadOptions` (`elastic_fraction`, `ps_fraction`).
+Long jobs can be capped (`max_duration_s`) so an episode takes seconds, not a
+simulated week.
+
+Every field fixes the episode: the same spec gives the same jobs and the same
+simulation for a seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from simulator.cluster import ClusterSpec, load_cluster
+from simulator.core import SimOptions, Simulation
+from simulator.paths import clusters_dir, traces_dir
+from simulator.perf import PerfOptions
+from simulator.traces import TraceJob, read_trace
+from simulator.workload import JobSpec, WorkloadOptions, make_jobs
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One simulated episode: which jobs, on which cluster, with what filled in."""
+
+    trace: str
+    """A file of the shared traces folder, or a path."""
+    cluster: str
+    """A file of the shared clusters folder, or a path."""
+    start: int = 0
+    """Index of the window's first job in the trace."""
+    jobs: int = 80
+    cluster_fraction: float = 1.0
+    """Each node group keeps round(count × fraction) nodes, at least one."""
+    max_duration_s: float | None = 7200.0
+    """Recorded durations are capped here (None: as recorded)."""
+    elastic_fraction: float = 0.6
+    ps_fraction: float = 0.3
+    seed: int = 0
+    """Fills the workload options and draws the machines' speed variation."""
+
+    def job_specs(self) -> list[JobSpec]:
+        rows = _trace_rows(_resolve(self.trace, traces_dir()), self.start + self.jobs)
+        window = list(rows[self.start : self.start + self.jobs])
+        if self.max_duration_s is not None:
+            cap = self.max_duration_s
+            window = [dataclasses.replace(r, duration_s=min(r.duration_s, cap)) for r in window]
+        options = WorkloadOptions(
+            elastic_fraction=self.elastic_fraction, ps_fraction=self.ps_fraction
+        )
+        return make_jobs(window, options, seed=self.seed)
+
+    def cluster_spec(self) -> ClusterSpec:
+        spec = load_cluster(_resolve(self.cluster, clusters_dir()))
+        if self.cluster_fraction == 1.0:
+            return spec
+        groups = tuple(
+            g.model_copy(update={"count": max(1, round(g.count * self.cluster_fraction))})
+            for g in spec.node_groups
+        )
+        return spec.model_copy(
+            update={"node_groups": groups, "name": f"{spec.name}x{self.cluster_fraction:g}"}
+        )
+
+    def simulation(self) -> Simulation:
+        """A fresh simulation of the episode (call `reset()` to start it)."""
+        return Simulation(
+            self.job_specs(),
+            self.cluster_spec(),
+            perf=PerfOptions(),
+            options=SimOptions(record_timeseries=False),
+            seed=self.seed,
+        )
+
+
+def _resolve(name: str, folder: Path) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() or path.exists() else folder / name
+
+
+@cache
+def _trace_rows(path: Path, count: int) -> tuple[TraceJob, ...]:
+    return tuple(read_trace(path, count))
+
+
+def windows(
+    trace: str,
+    cluster: str,
+    starts: Sequence[int],
+    *,
+    jobs: int = 80,
+    cluster_fraction: float = 0.06,
+    seed: int = 0,
+) -> list[EpisodeSpec]:
+    """Episodes of `jobs` jobs starting at each of `starts`, with seeds `seed`, `seed + 1`, …"""
+    return [
+        EpisodeSpec(
+            trace=trace,
+            cluster=cluster,
+            start=start,
+            jobs=jobs,
+            cluster_fraction=cluster_fraction,
+            seed=seed + i,
+        )
+        for i, start in enumerate(starts)
+    ]
+
+
+def training_episodes(jobs: int = 80) -> list[EpisodeSpec]:
+    """The default training set: Philly and Helios windows, ~40 GPUs each (docs/dl2.md)."""
+    return windows(
+        "philly.2w-2017-10-02.csv", "philly.json", [0, 3000, 6000, 9000, 12000], jobs=jobs
+    ) + windows(
+        "helios_venus.1w-2020-06-01.csv",
+        "helios_venus.json",
+        [0, 1000, 2000, 3000],
+        jobs=jobs,
+        cluster_fraction=0.05,
+        seed=100,
+    )
+
+
+def validation_episodes(jobs: int = 80) -> list[EpisodeSpec]:
+    """Windows for picking among checkpoints (disjoint from training and held-out ones)."""
+    return windows(
+        "philly.2w-2017-10-02.csv", "philly.json", [4500, 10500], jobs=jobs, seed=400
+    ) + windows(
+        "helios_venus.1w-2020-06-01.csv",
+        "helios_venus.json",
+        [1500, 3500],
+        jobs=jobs,
+        cluster_fraction=0.05,
+        seed=500,
+    )
+
+
+def held_out_episodes(jobs: int = 80) -> list[EpisodeSpec]:
+    """Held-out windows of the same traces, for the final verdict (disjoint from the rest)."""
+    return windows(
+        "philly.2w-2017-10-02.csv", "philly.json", [1500, 7500, 15000], jobs=jobs, seed=200
+    ) + windows(
+        "helios_venus.1w-2020-06-01.csv",
+        "helios_venus.json",
+        [500, 2500],
+        jobs=jobs,
+        cluster_fraction=0.05,
+        seed=300,
+    )

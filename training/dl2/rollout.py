@@ -1,0 +1,170 @@
+"""DL2 playing a simulated episode: sampled actions, their log-probabilities, the rewards.
+
+The simulator stands in for the cluster (Peng et al., 2019, §4.3 trains DL2
+online on the live cluster; a simulator gives the same interface without one).
+Each round, the engine runs the `dl2` profile exactly as it serves, except that
+its scaling stage samples from the policy instead of taking the most likely
+action, and records every inference. The reward of a round is the paper's: the
+progress every job made until the next round, each as a fraction of its total
+work, summed (§4.1). A job absent from the next snapshot finished.
+
+The policy's round loop is :func:`policies.learned.dl2.features.play`, the very
+one the served policy runs; only the chooser differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, cast
+
+import numpy as np
+import torch
+
+from policies.decision import ScalingResult, Stage
+from policies.engine import Pipeline
+from policies.learned.dl2.features import Allocation, play
+from policies.learned.dl2.network import Dl2Model, masked_logits
+from policies.model import Job, Snapshot
+from policies.profiles import Profile, load_profiles
+from policies.protocols import Context, ScalingPolicy
+from policies.registry import Registry, build_registry
+from policies.scaling.dl2 import Dl2Params, Dl2Scaling
+from simulator.metrics import SimulationResult
+from training.dl2.episodes import EpisodeSpec
+
+
+@dataclass(frozen=True)
+class Step:
+    """One inference: what the policy saw, what it did, how likely that was."""
+
+    state: np.ndarray
+    mask: np.ndarray
+    action: int
+    log_prob: float
+    round: int
+
+
+@dataclass
+class Episode:
+    """Everything a trainer needs from one episode."""
+
+    spec: EpisodeSpec
+    steps: list[Step] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    """One per round: summed normalised progress until the next round."""
+    times: list[float] = field(default_factory=list)
+    """The clock at each round."""
+    result: SimulationResult | None = None
+
+
+class SampledDl2Scaling:
+    """DL2 scaling that samples its actions and records each inference (training only)."""
+
+    name: ClassVar[str] = Dl2Scaling.name
+    version: ClassVar[str] = Dl2Scaling.version
+    stage: ClassVar[Stage] = Stage.SCALING
+    summary: ClassVar[str] = "DL2 sampling from its policy, for training."
+    source: ClassVar[str] = Dl2Scaling.source
+    Params: ClassVar[type[Dl2Params]] = Dl2Params
+
+    def __init__(
+        self, model: Dl2Model, generator: torch.Generator, *, keep_running: bool = True
+    ) -> None:
+        self.model = model
+        self.generator = generator
+        self.keep_running = keep_running
+        self.steps: list[Step] = []
+        self.round = 0
+
+    def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
+        allocation = Allocation(
+            ctx.snapshot, jobs, self.model.config, keep_running=self.keep_running
+        )
+
+        def choose(state: np.ndarray, mask: np.ndarray) -> int:
+            with torch.no_grad():
+                logits = self.model.logits(torch.from_numpy(state).unsqueeze(0))[0]
+                log_probs = torch.log_softmax(masked_logits(logits, torch.from_numpy(mask)), -1)
+                action = int(torch.multinomial(log_probs.exp(), 1, generator=self.generator).item())
+            self.steps.append(
+                Step(state, mask, action, float(log_probs[action].item()), self.round)
+            )
+            return action
+
+        play(allocation, choose)
+        return allocation.results("sampling")
+
+
+def dl2_pipeline(scaling: ScalingPolicy, registry: Registry | None = None) -> Pipeline:
+    """The shipped `dl2` profile with `scaling` in place of its policy and no fallback.
+
+    Training must see a fault, not a silent DRF answer.
+    """
+    reg = registry or build_registry()
+    profile: Profile = load_profiles(reg)["dl2"]
+    built = Pipeline.build(profile, reg)
+    return replace(built, scaling=scaling, fallbacks={})
+
+
+def progress_reward(before: Snapshot, after: Snapshot | None) -> float:
+    """Summed fraction of its total work each job of `before` did until `after`.
+
+    A job missing from `after` (or `after` None, at the end) finished: its
+    remaining work counts in full. Jobs without a known total contribute nothing.
+    """
+    later = after.jobs_by_id if after is not None else {}
+    total = 0.0
+    for job in before.jobs:
+        if job.total_work is None:
+            continue
+        now = later.get(job.id)
+        done = job.total_work if now is None else min(now.work_done, job.total_work)
+        total += max(0.0, done - job.work_done) / job.total_work
+    return total
+
+
+def play_episode(
+    spec: EpisodeSpec,
+    model: Dl2Model,
+    generator: torch.Generator,
+    *,
+    registry: Registry | None = None,
+    keep_running: bool = True,
+) -> Episode:
+    """Run one episode with the policy sampling; rewards and steps per round."""
+    scaling = SampledDl2Scaling(model, generator, keep_running=keep_running)
+    pipeline = dl2_pipeline(cast(ScalingPolicy, scaling), registry)
+    sim = spec.simulation()
+    episode = Episode(spec=spec)
+    snapshot = sim.reset(seed=spec.seed)
+    while snapshot is not None:
+        decision = pipeline.decide(
+            snapshot, seed=sim.round_seed(), decision_id=f"train-{scaling.round}"
+        )
+        following, _ = sim.step(decision)
+        episode.rewards.append(progress_reward(snapshot, following))
+        episode.times.append(snapshot.now)
+        scaling.round += 1
+        snapshot = following
+    episode.steps = scaling.steps
+    episode.result = sim.result()
+    return episode
+
+
+def discounted_returns(
+    rewards: Sequence[float], times: Sequence[float], horizon_s: float
+) -> list[float]:
+    """Per round, its reward plus the later ones discounted by exp(−Δt / horizon_s).
+
+    Rounds are events, not fixed slots, so the discount runs on the simulated clock:
+    progress an hour later is worth e^(−1 h / horizon) of progress now.
+    """
+    out = [0.0] * len(rewards)
+    following = 0.0
+    for k in range(len(rewards) - 1, -1, -1):
+        if k + 1 < len(rewards):
+            following *= float(np.exp(-(times[k + 1] - times[k]) / horizon_s))
+        following += rewards[k]
+        out[k] = following
+    return out
