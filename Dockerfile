@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # Arbiter service image. One image runs every role of docker-compose.yml:
-#   arbiter serve (default), arbiter db upgrade, arbiter worker.
+#   arbiter serve (default) and arbiter db upgrade.
 #
 # Build:  docker build -t arbiter .
 # Run:    docker run -p 8000:8000 -v arbiter-data:/var/lib/arbiter arbiter

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-sim results openapi clean
+.PHONY: help install serve test lint typecheck unit bench bench-sim results dl2-model openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
 	$(BIN)/python scripts/make_results.py
+
+dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
+	$(BIN)/python scripts/train_dl2.py
 
 openapi: $(STAMP) ## Print the OpenAPI spec
 	$(BIN)/arbiter openapi --indent

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from app.cli import build_parser
 from policies.model import Snapshot, snapshot_problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,20 +254,26 @@ def test_every_service_has_a_healthcheck_or_waits_for_a_healthy_dependency(
         assert has_healthcheck(service) or conditions & waiting, name
 
 
-def test_api_and_worker_start_after_migrations_completed_and_redis_is_healthy(
+def test_api_starts_after_migrations_completed_and_redis_is_healthy(
     compose: dict[str, object],
 ) -> None:
     all_services = services(compose)
-    for name in ("api", "worker"):
-        assert depends_on(all_services[name]) == {
-            "migrate": "service_completed_successfully",
-            "redis": "service_healthy",
-        }, name
+    assert depends_on(all_services["api"]) == {
+        "migrate": "service_completed_successfully",
+        "redis": "service_healthy",
+    }
     migrate = all_services["migrate"]
     assert migrate["command"] == ["arbiter", "db", "upgrade"]
     assert migrate["restart"] == "no"
     assert depends_on(migrate) == {"postgres": "service_healthy"}
-    assert all_services["worker"]["command"] == ["arbiter", "worker"]
+
+
+def test_every_compose_command_is_a_real_arbiter_command(compose: dict[str, object]) -> None:
+    parser = build_parser()
+    for service in services(compose).values():
+        command = service.get("command")
+        if isinstance(command, list) and command[:1] == ["arbiter"]:
+            parser.parse_args(command[1:])  # exits (fails the test) on an unknown command
 
 
 def test_api_healthcheck_probes_readiness(compose: dict[str, object]) -> None:
@@ -284,7 +291,7 @@ def test_backing_services_are_pinned_and_checked(compose: dict[str, object]) -> 
 
 
 def test_compose_takes_credentials_from_the_environment(compose: dict[str, object]) -> None:
-    for name in ("api", "worker", "migrate"):
+    for name in ("api", "migrate"):
         env = services(compose)[name]["environment"]
         assert isinstance(env, dict)
         assert env["ARBITER_DATABASE_URL"].startswith("postgresql://arbiter:${POSTGRES_PASSWORD")
