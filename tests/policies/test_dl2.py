@@ -61,12 +61,12 @@ class _Greedy(Dl2Model):
 
     def _choose(
         self,
-        logits: torch.Tensor,
-        mask: torch.Tensor,
+        logits: np.ndarray,
+        mask: np.ndarray,
         deterministic: bool,
-        generator: torch.Generator | None,
+        rng: np.random.Generator | None,
     ) -> int:
-        return int(torch.nonzero(mask)[0].item())
+        return int(np.flatnonzero(mask)[0])
 
 
 class _PicksMasked(Dl2Model):
@@ -74,12 +74,12 @@ class _PicksMasked(Dl2Model):
 
     def _choose(
         self,
-        logits: torch.Tensor,
-        mask: torch.Tensor,
+        logits: np.ndarray,
+        mask: np.ndarray,
         deterministic: bool,
-        generator: torch.Generator | None,
+        rng: np.random.Generator | None,
     ) -> int:
-        return int(torch.nonzero(~mask)[0].item())
+        return int(np.flatnonzero(~mask)[0])
 
 
 def _pipeline(policy: Dl2Scaling) -> Pipeline:
@@ -188,6 +188,37 @@ def test_save_load_round_trip_gives_identical_actions() -> None:
     assert [(r.workers, r.ps) for r in first] == [
         (r.workers, r.ps) for r in again.scale(ctx(snapshot), list(snapshot.jobs))
     ]
+
+
+def test_serving_logits_equal_the_torch_module() -> None:
+    model = Dl2Model.initial(CONFIG, seed=2)
+    rng = np.random.default_rng(1)
+    states = rng.normal(size=(64, CONFIG.input_size)).astype(np.float32)
+    with torch.no_grad():
+        reference = model.logits(torch.from_numpy(states)).numpy()
+    served = np.stack([model.state_logits(state) for state in states])
+    np.testing.assert_allclose(served, reference, rtol=1e-5, atol=1e-5)
+    assert (served.argmax(-1) == reference.argmax(-1)).all()
+    # Views of the parameters: an in-place update (as an optimizer does) shows at once.
+    with torch.no_grad():
+        model.network.output.bias[0] += 100.0
+    assert model.predict(states[0], np.ones(CONFIG.actions, dtype=bool)) == 0
+
+
+def test_sampling_draws_valid_actions_reproducibly() -> None:
+    model = Dl2Model.initial(CONFIG, seed=2)
+    state = np.zeros(CONFIG.input_size, dtype=np.float32)
+    mask = np.zeros(CONFIG.actions, dtype=bool)
+    mask[[1, 5, CONFIG.stop_action]] = True
+    draws = [
+        model.predict(state, mask, deterministic=False, rng=np.random.default_rng(9))
+        for _ in range(3)
+    ]
+    assert len(set(draws)) == 1
+    rng = np.random.default_rng(0)
+    seen = {model.predict(state, mask, deterministic=False, rng=rng) for _ in range(200)}
+    assert seen <= {1, 5, CONFIG.stop_action}
+    assert len(seen) > 1
 
 
 def test_same_seed_gives_the_same_initial_weights() -> None:

@@ -167,7 +167,7 @@ def train_ppo(
         minibatches = torch.Generator().manual_seed(args.seed)
         for update in range(args.updates):
             started = time.perf_counter()
-            sampler = torch.Generator().manual_seed(args.seed * 1_000_003 + update)
+            sampler = np.random.default_rng([args.seed, update])
             chosen = [order.choice(episodes) for _ in range(args.episodes_per_update)]
             model.network.eval()
             played = [

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar, cast
 
 import numpy as np
-import torch
 
 from policies.decision import ScalingResult, Stage
 from policies.engine import Pipeline
 from policies.learned.dl2.features import Allocation, play
-from policies.learned.dl2.network import Dl2Model, masked_logits
+from policies.learned.dl2.network import Dl2Model
 from policies.model import Job, Snapshot
 from policies.profiles import Profile, load_profiles
 from policies.protocols import Context, ScalingPolicy
@@ -69,10 +68,10 @@ class SampledDl2Scaling:
     Params: ClassVar[type[Dl2Params]] = Dl2Params
 
     def __init__(
-        self, model: Dl2Model, generator: torch.Generator, *, keep_running: bool = True
+        self, model: Dl2Model, rng: np.random.Generator, *, keep_running: bool = True
     ) -> None:
         self.model = model
-        self.generator = generator
+        self.rng = rng
         self.keep_running = keep_running
         self.steps: list[Step] = []
         self.round = 0
@@ -83,13 +82,12 @@ class SampledDl2Scaling:
         )
 
         def choose(state: np.ndarray, mask: np.ndarray) -> int:
-            with torch.no_grad():
-                logits = self.model.logits(torch.from_numpy(state).unsqueeze(0))[0]
-                log_probs = torch.log_softmax(masked_logits(logits, torch.from_numpy(mask)), -1)
-                action = int(torch.multinomial(log_probs.exp(), 1, generator=self.generator).item())
-            self.steps.append(
-                Step(state, mask, action, float(log_probs[action].item()), self.round)
-            )
+            # The served inference path (NumPy on the module's parameters), sampled.
+            logits = np.where(mask, self.model.state_logits(state), -np.inf)
+            shifted = logits - logits.max()
+            log_probs = shifted - np.log(np.exp(shifted).sum())
+            action = int(self.rng.choice(len(log_probs), p=np.exp(log_probs)))
+            self.steps.append(Step(state, mask, action, float(log_probs[action]), self.round))
             return action
 
         play(allocation, choose)
@@ -127,13 +125,13 @@ def progress_reward(before: Snapshot, after: Snapshot | None) -> float:
 def play_episode(
     spec: EpisodeSpec,
     model: Dl2Model,
-    generator: torch.Generator,
+    rng: np.random.Generator,
     *,
     registry: Registry | None = None,
     keep_running: bool = True,
 ) -> Episode:
-    """Run one episode with the policy sampling; rewards and steps per round."""
-    scaling = SampledDl2Scaling(model, generator, keep_running=keep_running)
+    """Run one episode with the policy sampling from `rng`; rewards and steps per round."""
+    scaling = SampledDl2Scaling(model, rng, keep_running=keep_running)
     pipeline = dl2_pipeline(cast(ScalingPolicy, scaling), registry)
     sim = spec.simulation()
     episode = Episode(spec=spec)
