@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context
-from policies.scaling.pool import ResourcePool, held_count, holds_unusable_gpus
+from policies.scaling.pool import ResourcePool, keep_running
 
 Item = tuple[int, float]
 """(weight in GPUs, value in seconds of remaining time saved)."""
@@ -88,19 +88,9 @@ class ArylKnapsack:
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
         snapshot = ctx.snapshot
         pool = ResourcePool.for_training(snapshot)
-        workers: dict[str, int] = {}
-        reasons: dict[str, str] = {}
-
-        for job in jobs:
-            if job.state is not JobState.RUNNING:
-                continue
-            if holds_unusable_gpus(job, snapshot):
-                workers[job.id] = 0
-                reasons[job.id] = "Aryl: it holds GPUs on a node training can no longer use"
-            else:
-                workers[job.id] = held_count(job)
-                pool.take(job, workers[job.id])
-                reasons[job.id] = f"Aryl: keeps the {workers[job.id]} workers it holds"
+        workers, reasons = keep_running(jobs, snapshot, pool, "Aryl")
+        for job_id, count in workers.items():
+            reasons.setdefault(job_id, f"Aryl: keeps the {count} workers it holds")
         for job in jobs:
             if job.state is JobState.RUNNING:
                 continue

@@ -34,7 +34,7 @@ from typing import ClassVar
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
-from policies.scaling.pool import ResourcePool, held_count, holds_unusable_gpus, next_count
+from policies.scaling.pool import ResourcePool, keep_running, next_count
 
 
 class Optimus:
@@ -54,18 +54,7 @@ class Optimus:
         snapshot = ctx.snapshot
         pool = ResourcePool.for_training(snapshot)
         counts = {job.id: job.allowed_worker_counts() for job in jobs}
-        workers: dict[str, int] = {}
-        reasons: dict[str, str] = {}
-
-        for job in jobs:
-            if job.state is not JobState.RUNNING:
-                continue
-            if holds_unusable_gpus(job, snapshot):
-                workers[job.id] = 0
-                reasons[job.id] = "Optimus: it holds GPUs on a node training can no longer use"
-            else:
-                workers[job.id] = held_count(job)
-                pool.take(job, workers[job.id])
+        workers, reasons = keep_running(jobs, snapshot, pool, "Optimus")
         for job in jobs:
             if job.state is JobState.RUNNING:
                 continue

@@ -10,6 +10,7 @@ policy's file is only its objective.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.model import Job, JobState, Snapshot
@@ -85,6 +86,28 @@ def held_count(job: Job) -> int:
         return held
     below = [c for c in job.allowed_worker_counts() if c <= held]
     return below[-1] if below else job.allowed_worker_counts()[0]
+
+
+def keep_running(
+    jobs: Sequence[Job], snapshot: Snapshot, pool: ResourcePool, label: str
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Running jobs first: each keeps what it holds (taken from `pool`).
+
+    A job holding GPUs on a node training can no longer use gets 0 workers and a reason
+    (the engine preempts it). Returns workers and those reasons, by job id.
+    """
+    workers: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    for job in jobs:
+        if job.state is not JobState.RUNNING:
+            continue
+        if holds_unusable_gpus(job, snapshot):
+            workers[job.id] = 0
+            reasons[job.id] = f"{label}: it holds GPUs on a node training can no longer use"
+        else:
+            workers[job.id] = held_count(job)
+            pool.take(job, workers[job.id])
+    return workers, reasons
 
 
 def next_count(counts: list[int], workers: int) -> int | None:
