@@ -115,29 +115,10 @@ PREFERRED_ORDER = (
     "random",
 )
 
-JCT_KEYS = (
-    "jobs",
-    "jobs_completed",
-    "jobs_rejected",
-    "avg_jct_s",
-    "p50_jct_s",
-    "p95_jct_s",
-    "p99_jct_s",
-    "avg_queue_s",
-    "makespan_s",
-)
-OTHER_KEYS = (
-    "gpu_utilization",
-    "cost_usd",
-    "preemptions",
-    "utility",
-    "sla_satisfaction",
-    "decision_ms_p50",
-    "decision_ms_p99",
-    "sim_wall_s",
-    "decisions",
-    "jobs_per_s",
-)
+# The fixed metric keys, split into two tables at the queueing ones so each stays readable.
+_SPLIT = METRIC_KEYS.index("makespan_s") + 1
+JCT_KEYS = METRIC_KEYS[:_SPLIT]
+OTHER_KEYS = (*METRIC_KEYS[_SPLIT:], "decisions", "jobs_per_s")
 
 
 def ordered_profiles(names: Sequence[str]) -> list[str]:
@@ -334,8 +315,6 @@ def render(results: list[tuple[Window, int, Rows]], wall_s: float, cpu_s: float)
             *[f"* {line}" for line in observations(rows)],
             "",
         ]
-    missing = set(METRIC_KEYS) - set(JCT_KEYS) - set(OTHER_KEYS)
-    assert not missing, missing
     return "\n".join(lines)
 
 
