@@ -13,7 +13,9 @@ snapshots with hundreds of nodes and thousands of jobs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
+from typing import ClassVar
 
 from policies.model import Assignment, Job, Node, Snapshot
 
@@ -26,30 +28,27 @@ class FreeCapacity:
     """Free GPUs (by index), CPUs and memory of every schedulable node."""
 
     def __init__(self, nodes: Iterable[Node]) -> None:
-        self._nodes: dict[str, Node] = {}
-        self._order: dict[str, int] = {}
-        self._free: dict[str, list[int]] = {}
-        self._cpus: dict[str, float] = {}
-        self._mem: dict[str, float] = {}
-        self._max_gpus = 0
-        for position, node in enumerate(nodes):
-            self._nodes[node.id] = node
-            self._order[node.id] = position
-            self._free[node.id] = list(range(node.gpus))
-            self._cpus[node.id] = float(node.cpus)
-            self._mem[node.id] = float(node.memory_gb)
-            self._max_gpus = max(self._max_gpus, node.gpus)
-        self._buckets: list[dict[str, None]] = [{} for _ in range(self._max_gpus + 1)]
-        for node_id, free in self._free.items():
-            self._buckets[len(free)][node_id] = None
-        self.total_free = sum(len(f) for f in self._free.values())
-        # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
-        self._room: dict[tuple[int, float, float, float], int] = {}
+        self._start(_Layout(tuple(nodes)))
 
     @classmethod
     def for_training(cls, snapshot: Snapshot) -> FreeCapacity:
         """Capacity of the nodes training may use, before any job is counted."""
-        return cls(n for n in snapshot.nodes if n.schedulable_for_training)
+        capacity = cls.__new__(cls)
+        capacity._start(_Layout.for_training(snapshot.nodes))
+        return capacity
+
+    def _start(self, layout: _Layout) -> None:
+        # Nodes and their order never change during a decision: shared with the layout.
+        self._nodes: dict[str, Node] = layout.nodes
+        self._order: dict[str, int] = layout.order
+        self._free: dict[str, list[int]] = {k: v[:] for k, v in layout.free.items()}
+        self._cpus: dict[str, float] = layout.cpus.copy()
+        self._mem: dict[str, float] = layout.mem.copy()
+        self._max_gpus = layout.max_gpus
+        self._buckets: list[dict[str, None]] = [b.copy() for b in layout.buckets]
+        self.total_free = layout.total_free
+        # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
+        self._room: dict[tuple[int, float, float, float], int] = {}
 
     # -- queries -----------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -161,18 +160,37 @@ class FreeCapacity:
             self._mem[a.node_id] -= workers * job.memory_gb_per_worker
             self.total_free -= len(a.gpu_indices)
 
-    def take_held(self, job: Job, assignments: Sequence[Assignment]) -> None:
-        """Count GPUs a running job already holds, skipping nodes training may not use."""
-        kept = [a for a in assignments if a.node_id in self._nodes]
-        for a in kept:
-            free = self._free[a.node_id]
-            taken = set(a.gpu_indices) & set(free)
-            self._move(a.node_id, len(free), len(free) - len(taken))
-            self._free[a.node_id] = [g for g in free if g not in taken]
-            workers = len(a.gpu_indices) // job.gpus_per_worker
-            self._cpus[a.node_id] -= workers * job.cpus_per_worker
-            self._mem[a.node_id] -= workers * job.memory_gb_per_worker
-            self.total_free -= len(taken)
+    def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
+        """Count GPUs running jobs already hold, skipping nodes training may not use.
+
+        All at once, node by node: this runs for every running job of every decision.
+        """
+        taken: dict[str, set[int]] = {}
+        cpus: dict[str, float] = {}
+        mem: dict[str, float] = {}
+        nodes = self._nodes
+        for job, assignments in held:
+            gpw, cpw, mpw = job.gpus_per_worker, job.cpus_per_worker, job.memory_gb_per_worker
+            for a in assignments:
+                node_id = a.node_id
+                if node_id not in nodes:
+                    continue
+                gpus = taken.get(node_id)
+                if gpus is None:
+                    taken[node_id] = set(a.gpu_indices)
+                else:
+                    gpus.update(a.gpu_indices)
+                workers = len(a.gpu_indices) // gpw
+                cpus[node_id] = cpus.get(node_id, 0.0) + workers * cpw
+                mem[node_id] = mem.get(node_id, 0.0) + workers * mpw
+        for node_id, gpus in taken.items():
+            free = self._free[node_id]
+            left = [g for g in free if g not in gpus]
+            self._move(node_id, len(free), len(left))
+            self.total_free -= len(free) - len(left)
+            self._free[node_id] = left
+            self._cpus[node_id] -= cpus[node_id]
+            self._mem[node_id] -= mem[node_id]
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""
@@ -223,6 +241,54 @@ class FreeCapacity:
             memory = workers * job.memory_gb_per_worker
             if memory > 0 and memory > self._mem[a.node_id] + 1e-9:
                 raise CapacityError(f"node {a.node_id!r} has too little free memory")
+
+
+class _Layout:
+    """A node list's starting capacity, computed once and copied by each decision."""
+
+    __slots__ = ("buckets", "cpus", "free", "max_gpus", "mem", "nodes", "order", "total_free")
+
+    # The training layouts of the last few node lists seen, keyed by the identities of
+    # their nodes (the nodes are kept, so those ids stay theirs): a caller that sends
+    # the same Node objects round after round, as the simulator does, pays for the
+    # layout once. A service decoding each request gets new nodes and simply builds
+    # the layout. Layouts are never mutated.
+    _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
+    _recent_lock: ClassVar[threading.Lock] = threading.Lock()
+    _KEEP: ClassVar[int] = 4
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.order: dict[str, int] = {}
+        self.free: dict[str, list[int]] = {}
+        self.cpus: dict[str, float] = {}
+        self.mem: dict[str, float] = {}
+        self.max_gpus = 0
+        for position, node in enumerate(nodes):
+            self.nodes[node.id] = node
+            self.order[node.id] = position
+            self.free[node.id] = list(range(node.gpus))
+            self.cpus[node.id] = float(node.cpus)
+            self.mem[node.id] = float(node.memory_gb)
+            self.max_gpus = max(self.max_gpus, node.gpus)
+        self.buckets: list[dict[str, None]] = [{} for _ in range(self.max_gpus + 1)]
+        for node_id, free in self.free.items():
+            self.buckets[len(free)][node_id] = None
+        self.total_free = sum(len(f) for f in self.free.values())
+
+    @classmethod
+    def for_training(cls, nodes: tuple[Node, ...]) -> _Layout:
+        key = tuple(map(id, nodes))
+        with cls._recent_lock:
+            hit = cls._recent.get(key)
+        if hit is not None:
+            return hit[1]
+        layout = cls(tuple(n for n in nodes if n.schedulable_for_training))
+        with cls._recent_lock:
+            if len(cls._recent) >= cls._KEEP:
+                del cls._recent[next(iter(cls._recent))]
+            cls._recent[key] = (nodes, layout)
+        return layout
 
 
 def assignments_for(

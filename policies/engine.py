@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -103,7 +104,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         writers: dict[str, str] = {}
-        for policy in self._writers():
+        for policy in self._writers:
             key = policy.state_key
             if key in writers:
                 raise ValueError(
@@ -115,8 +116,11 @@ class Pipeline:
     def _stage_policies(self) -> tuple[object, ...]:
         return (self.admission, self.ordering, self.scaling, self.placement)
 
-    def _writers(self) -> list[StatefulPolicy]:
-        return [p for p in self._stage_policies() if isinstance(p, StatefulPolicy)]
+    @cached_property
+    def _writers(self) -> tuple[StatefulPolicy, ...]:
+        # Once per pipeline: a runtime Protocol check walks the protocol's attributes
+        # on every call, and `run` needs the writers every round.
+        return tuple(p for p in self._stage_policies() if isinstance(p, StatefulPolicy))
 
     @property
     def state_keys(self) -> tuple[str, ...]:
@@ -189,7 +193,7 @@ class Pipeline:
         )
         decision = rnd.run(decision_id or uuid.uuid4().hex)
         updates: dict[str, JsonValue] = {}
-        for writer in self._writers():
+        for writer in self._writers:
 
             def commit(p: object, writer: StatefulPolicy = writer) -> JsonValue:
                 return writer.commit(rnd.ctx, decision)
@@ -425,10 +429,10 @@ class _Allocation:
     def run(self) -> tuple[tuple[PlacementEntry, ...], tuple[JobNote, ...], tuple[JobNote, ...]]:
         running = [j for j in self.ordered if j.state is JobState.RUNNING]
         keep = self._running_to_keep(running)
-        for job in running:
-            if job.id in keep:
-                self.free.take_held(job, job.placement)
-                self._hold(job, job.placement)
+        kept = [job for job in running if job.id in keep]
+        self.free.take_held((job, job.placement) for job in kept)
+        for job in kept:
+            self._hold(job, job.placement)
         blocked_by: str | None = None
         for job in self.ordered:
             if job.id in keep:

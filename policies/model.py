@@ -339,6 +339,12 @@ class Snapshot(Frozen):
         return {j.id: j for j in self.jobs}
 
     @cached_property
+    def job_positions(self) -> dict[str, int]:
+        """Each job's index in `jobs`: the tie-break of orderings, so that jobs submitted
+        in the same second keep the order the cluster manager (or a trace) lists them in."""
+        return {j.id: i for i, j in enumerate(self.jobs)}
+
+    @cached_property
     def tenants_by_id(self) -> dict[str, Tenant]:
         return {t.id: t for t in self.tenants}
 

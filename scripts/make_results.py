@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.results_sections import carry_over  # noqa: E402
 from simulator.cluster import load_cluster  # noqa: E402
 from simulator.deciders import shipped_profiles  # noqa: E402
 from simulator.metrics import METRIC_KEYS  # noqa: E402
@@ -318,6 +319,12 @@ def render(results: list[tuple[Window, int, Rows]], wall_s: float, cpu_s: float)
     return "\n".join(lines)
 
 
+def _write(out: Path, text: str) -> None:
+    """Write the tables, keeping the sections other evidence scripts own (results_sections)."""
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    out.write_text(carry_over(old, text), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
@@ -339,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             (windows[trace], entry["jobs"], [(n, m) for n, m in entry["results"]])
             for trace, entry in raw["windows"].items()
         ]
-        args.out.write_text(render(saved, raw["wall_s"], raw["cpu_s"]), encoding="utf-8")
+        _write(args.out, render(saved, raw["wall_s"], raw["cpu_s"]))
         print(f"wrote {args.out} from {args.from_json}", file=sys.stderr)
         return 0
     names = ordered_profiles(args.profile or list(shipped_profiles()))
@@ -363,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(results, wall, cpu), encoding="utf-8")
+    _write(args.out, render(results, wall, cpu))
     if args.json is not None:
         dump = {
             "wall_s": wall,

@@ -37,5 +37,10 @@ class Fifo:
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         # Running jobs keep their place ahead of the queue: FIFO never preempts.
-        ranked = sorted(jobs, key=lambda j: (j.state is not JobState.RUNNING, j.submit_time, j.id))
+        # Same-second submissions keep their snapshot order (a trace's row order).
+        position = ctx.snapshot.job_positions
+        ranked = sorted(
+            jobs,
+            key=lambda j: (j.state is not JobState.RUNNING, j.submit_time, position.get(j.id, 0)),
+        )
         return Ordering(job_ids=tuple(j.id for j in ranked), backfill=self.params.backfill)

@@ -43,14 +43,16 @@ class ShortestJobFirst:
         self.params = params
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
-        def key(job: Job) -> tuple[bool, bool, float, float, str]:
+        position = ctx.snapshot.job_positions
+
+        def key(job: Job) -> tuple[bool, bool, float, float, int]:
             duration = job.estimated_duration_s
             return (
                 job.state is not JobState.RUNNING,
                 duration is None,
                 duration if duration is not None else 0.0,
                 job.submit_time,
-                job.id,
+                position.get(job.id, 0),
             )
 
         ranked = sorted(jobs, key=key)

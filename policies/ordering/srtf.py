@@ -45,13 +45,15 @@ class ShortestRemainingTimeFirst:
         self.params = params
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
-        def key(job: Job) -> tuple[bool, float, float, str]:
+        position = ctx.snapshot.job_positions
+
+        def key(job: Job) -> tuple[bool, float, float, int]:
             remaining = job.remaining_time_s()
             return (
                 remaining is None,
                 remaining if remaining is not None else 0.0,
                 job.submit_time,
-                job.id,
+                position.get(job.id, 0),
             )
 
         ranked = sorted(jobs, key=key)

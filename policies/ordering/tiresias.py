@@ -12,15 +12,19 @@ Defaults: two queues split at 3,250 GPU-seconds, the two-queue setting of the
 authors' simulator (SymbioticLab/Tiresias, `simulator/jobs.py`, `queue_limit`);
 pass more thresholds for more queues.
 
-Starvation guard: Tiresias promotes a waiting job back to the top queue once
-it has waited longer than STARVELIMIT times its execution time. The service is
-stateless, so waiting is reckoned from the snapshot as
-`now - submit_time - executed_time_s` (time in the system not spent running)
-against `starvation_factor × executed_time_s`. The paper then resets the
-promoted job's counter; without memory between rounds, the job here stays
-promoted while the inequality holds, so a starving job is owed about
-1 / (1 + factor) of wall-clock time. Jobs that never ran are in the top queue
-anyway; a factor of 0 turns the guard off.
+Starvation guard (the authors' simulator, `PROMOTE_KNOB`): a job whose
+pending time reaches `starvation_factor` times its executed time is promoted to
+the top queue, and both counters and its attained service are reset, so it
+keeps the top queue until it has earned the first threshold again and can only
+starve anew after waiting that factor times its new run. The resets are state
+beyond the snapshot (DESIGN §5): under the `tiresias` key the policy keeps, per
+promoted job, its attained service, executed time and pending time at the
+promotion, and reckons from those offsets (pending time = `now - submit_time -
+executed_time_s`). Without that memory (a caller that keeps no state) every
+round starts from the totals, and a job stays promoted only while the
+inequality holds: it then flips between queues round after round, each flip a
+preemption and a restart. Jobs that never ran are in the top queue anyway; a
+factor of 0 turns the guard off.
 """
 
 from __future__ import annotations
@@ -30,11 +34,16 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from policies.decision import Stage
+from policies.decision import Decision, Stage
 from policies.model import Job
 from policies.protocols import Context, Ordering
+
+STATE_KEY = "tiresias"
+
+Offsets = tuple[float, float, float]
+"""Attained GPU-seconds, executed seconds and pending seconds at a job's last promotion."""
 
 
 class TiresiasParams(BaseModel):
@@ -81,22 +90,67 @@ class Tiresias:
     def __init__(self, params: TiresiasParams) -> None:
         self.params = params
 
+    state_key: ClassVar[str] = STATE_KEY
+
+    def _promotions(self, ctx: Context) -> dict[str, Offsets]:
+        """The kept promotions, per job id; anything malformed is ignored (the snapshot wins)."""
+        kept = ctx.state.get(STATE_KEY)
+        if not isinstance(kept, dict):
+            return {}
+        out: dict[str, Offsets] = {}
+        for job_id, value in kept.items():
+            if not isinstance(value, list):
+                continue
+            numbers = [float(v) for v in value if isinstance(v, int | float)]
+            if len(numbers) == 3 == len(value):
+                out[job_id] = (numbers[0], numbers[1], numbers[2])
+        return out
+
+    @staticmethod
+    def _counters(ctx: Context, job: Job) -> Offsets:
+        executed = job.executed_time_s
+        return (job.attained_service_gpu_s, executed, ctx.now - job.submit_time - executed)
+
+    def _standing(self, ctx: Context, job: Job, kept: dict[str, Offsets]) -> tuple[int, bool]:
+        """(queue, promoted this round) of `job`, reckoned from its last promotion."""
+        attained, executed, pending = self._counters(ctx, job)
+        offsets = kept.get(job.id)
+        if offsets is not None:
+            attained -= offsets[0]
+            executed -= offsets[1]
+            pending -= offsets[2]
+        factor = self.params.starvation_factor
+        if factor > 0 and executed > 0 and pending > 0 and pending >= factor * executed:
+            return 0, True
+        return bisect_right(self.params.queue_thresholds_gpu_s, attained), False
+
     def queue(self, ctx: Context, job: Job) -> int:
         """The job's queue, 0 (served first) to K."""
-        if self.starving(ctx, job):
-            return 0
-        return bisect_right(self.params.queue_thresholds_gpu_s, job.attained_service_gpu_s)
+        return self._standing(ctx, job, self._promotions(ctx))[0]
 
     def starving(self, ctx: Context, job: Job) -> bool:
-        factor = self.params.starvation_factor
-        executed = job.executed_time_s
-        if factor <= 0 or executed <= 0:
-            return False
-        waited = ctx.now - job.submit_time - executed
-        return waited >= factor * executed
+        """Whether `job` is promoted this round (it waited too long since its last run)."""
+        return self._standing(ctx, job, self._promotions(ctx))[1]
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
-        ranked = sorted(jobs, key=lambda j: (self.queue(ctx, j), j.submit_time, j.id))
+        kept = self._promotions(ctx)
+        position = ctx.snapshot.job_positions
+        # Within a queue: first come, first served; same-second arrivals in snapshot order.
+        ranked = sorted(
+            jobs,
+            key=lambda j: (self._standing(ctx, j, kept)[0], j.submit_time, position.get(j.id, 0)),
+        )
         return Ordering(
             job_ids=tuple(j.id for j in ranked), preemptive=True, backfill=self.params.backfill
         )
+
+    def commit(self, ctx: Context, decision: Decision) -> JsonValue:
+        """Promotions of jobs still in the snapshot, with this round's new ones."""
+        kept = self._promotions(ctx)
+        out: dict[str, JsonValue] = {}
+        for job in ctx.snapshot.jobs:
+            _, promoted = self._standing(ctx, job, kept)
+            offsets = self._counters(ctx, job) if promoted else kept.get(job.id)
+            if offsets is not None:
+                out[job.id] = list(offsets)
+        return out

@@ -138,9 +138,17 @@ def counting(client: TestClient) -> Iterator[CountingCache]:
 def test_stateless_profiles_never_touch_the_cache(
     client: TestClient, counting: CountingCache
 ) -> None:
-    for profile in ("fifo", "tiresias", "optimus"):
+    for profile in ("fifo", "srtf", "optimus"):
         decide(client, "quiet", profile)
     assert counting.calls == []
+
+
+def test_tiresias_keeps_its_promotions_under_its_own_key(
+    client: TestClient, counting: CountingCache
+) -> None:
+    decide(client, "ranked", "tiresias")
+    key = state_cache_key("ranked", "tiresias")
+    assert counting.calls == [("get", key), ("set", key)]
 
 
 def test_the_oasis_profile_reads_then_writes_its_key(

@@ -145,7 +145,7 @@ def _free(snapshot: Snapshot) -> FreeCapacity:
     free = FreeCapacity.for_training(snapshot)
     for held in snapshot.jobs:
         if held.state is JobState.RUNNING:
-            free.take_held(held, held.placement)
+            free.take_held([(held, held.placement)])
     return free
 
 

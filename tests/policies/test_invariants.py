@@ -187,7 +187,7 @@ def _free_after_running(snapshot: Snapshot) -> FreeCapacity:
     free = FreeCapacity.for_training(snapshot)
     for job in snapshot.jobs:
         if job.state is JobState.RUNNING:
-            free.take_held(job, job.placement)
+            free.take_held([(job, job.placement)])
     return free
 
 

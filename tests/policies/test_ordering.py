@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 import pytest
+from pydantic import JsonValue
 
 from policies.decision import JobStatus
 from policies.model import Job, Snapshot
 from policies.ordering.tiresias import Tiresias, TiresiasParams
+from policies.protocols import Context
 from policies.registry import PolicyParamsError, build_registry
 from tests.policies.builders import ctx, decide, job, node, reasons, running, snap, statuses
 
@@ -17,7 +22,7 @@ def order(policy: str, snapshot: Snapshot, **params: object) -> list[str]:
     return list(REGISTRY.ordering(policy, params).order(ctx(snapshot), list(snapshot.jobs)).job_ids)
 
 
-def test_fifo_serves_running_jobs_first_then_by_submit_time() -> None:
+def test_fifo_serves_running_jobs_first_then_by_submit_time_then_snapshot_order() -> None:
     snapshot = snap(
         [node("n0")],
         [
@@ -28,7 +33,18 @@ def test_fifo_serves_running_jobs_first_then_by_submit_time() -> None:
             job("tie-a", submit_time=20),
         ],
     )
-    assert order("fifo", snapshot) == ["old", "early", "tie-a", "tie-b", "late"]
+    # Same-second submissions keep the snapshot's order, not their ids' order.
+    assert order("fifo", snapshot) == ["old", "early", "tie-b", "tie-a", "late"]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "sjf", "srtf", "tiresias"])
+def test_same_second_submissions_keep_snapshot_order_whatever_the_ids(policy: str) -> None:
+    ids = ["z", "a", "m", "b"]
+    snapshot = snap([node("n0")], [job(i, submit_time=5) for i in ids])
+    assert order(policy, snapshot) == ids
+    assert order(policy, snap([node("n0")], [job(i, submit_time=5) for i in reversed(ids)])) == (
+        list(reversed(ids))
+    )
 
 
 def _blocked_head() -> Snapshot:
@@ -236,3 +252,56 @@ def test_tiresias_refuses_thresholds_that_are_not_positive_and_ascending(
 ) -> None:
     with pytest.raises(PolicyParamsError, match="queue_thresholds_gpu_s"):
         REGISTRY.ordering("tiresias", {"queue_thresholds_gpu_s": thresholds})
+
+
+def _kept(snapshot: Snapshot, state: dict[str, JsonValue]) -> Context:
+    return replace(ctx(snapshot), state=MappingProxyType({"tiresias": state}))
+
+
+def test_tiresias_remembers_a_promotion_with_the_counters_it_resets() -> None:
+    snapshot = _starving()
+    policy = Tiresias(TiresiasParams())
+    decision = decide(snapshot, "tiresias")
+    # Pending time = 100,000 - 0 - 1,000 at the promotion.
+    assert policy.commit(ctx(snapshot), decision) == {"starved": [8000.0, 1000.0, 99_000.0]}
+
+
+def test_tiresias_keeps_a_promoted_job_on_top_until_it_earns_the_first_threshold_again() -> None:
+    policy = Tiresias(TiresiasParams())  # threshold 3,250 GPU-s
+    promoted_at: list[JsonValue] = [8000.0, 1000.0, 99_000.0]
+    # Since the promotion it ran 300 s on 8 GPUs (2,400 GPU-s): still the top queue,
+    # though its totals alone (10,400 GPU-s, 99,000 s waited vs 1,300 s run) no longer
+    # say it starves.
+    after = job("starved", submit_time=0, executed_time_s=1300, attained_service_gpu_s=10_400)
+    snapshot = snap([node("n0")], [after], now=100_300)
+    assert policy.queue(_kept(snapshot, {"starved": promoted_at}), after) == 0
+    # Another 200 s (4,000 GPU-s since the promotion): back to queue 1, and without the
+    # memory it would be promoted again at once by its totals.
+    later = job("starved", submit_time=0, executed_time_s=1500, attained_service_gpu_s=12_000)
+    snapshot = snap([node("n0")], [later], now=100_500)
+    assert policy.queue(_kept(snapshot, {"starved": promoted_at}), later) == 1
+    assert policy.queue(ctx(snapshot), later) == 0
+
+
+def test_tiresias_promotes_again_only_after_waiting_the_factor_times_its_new_run() -> None:
+    policy = Tiresias(TiresiasParams())
+    promoted_at: list[JsonValue] = [8000.0, 1000.0, 99_000.0]
+    # 500 s run since the promotion; then pending for 4,000 s (< 10 x 500): not yet.
+    waiting = job("starved", submit_time=0, executed_time_s=1500, attained_service_gpu_s=12_000)
+    early = snap([node("n0")], [waiting], now=104_500)
+    assert policy.queue(_kept(early, {"starved": promoted_at}), waiting) == 1
+    # Pending 5,000 s since its last promotion = 10 x 500 s: promoted again, state renewed.
+    late = snap([node("n0")], [waiting], now=105_500)
+    kept = _kept(late, {"starved": promoted_at})
+    assert policy.queue(kept, waiting) == 0
+    assert policy.commit(kept, decide(late, "tiresias")) == {
+        "starved": [12_000.0, 1500.0, 104_000.0]
+    }
+
+
+def test_tiresias_forgets_promotions_of_jobs_that_left_and_ignores_malformed_state() -> None:
+    snapshot = snap([node("n0")], [job("fresh", submit_time=5)], now=10)
+    kept = _kept(snapshot, {"gone": [1.0, 2.0, 3.0], "fresh": "not offsets"})
+    policy = Tiresias(TiresiasParams())
+    assert policy.queue(kept, snapshot.jobs[0]) == 0
+    assert policy.commit(kept, decide(snapshot, "tiresias")) == {}

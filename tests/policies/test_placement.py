@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policies.capacity import FreeCapacity
-from policies.model import Job, JobState, Snapshot
+from policies.model import Assignment, Job, JobState, Snapshot
 from policies.protocols import PlacementOutcome
 from policies.registry import build_registry
 from tests.policies.builders import ctx, job, node, running, snap
@@ -20,7 +20,7 @@ def place(
     free = FreeCapacity.for_training(snapshot)
     for held in snapshot.jobs:
         if held.state is JobState.RUNNING:
-            free.take_held(held, held.placement)
+            free.take_held([(held, held.placement)])
     placing: Job = snapshot.jobs_by_id[job_id]
     count = placing.workers if workers is None else workers
     return REGISTRY.placement(policy).place(ctx(snapshot, seed), placing, count, free)
@@ -151,3 +151,28 @@ def test_placement_gives_whole_workers_per_node(policy: str) -> None:
     )
     outcome = place(policy, snapshot, "wide", workers=2)
     assert sorted(gpus_on(outcome).values()) == [4, 4]
+
+
+def test_capacity_of_one_snapshot_starts_full_each_decision_whatever_the_last_took() -> None:
+    snapshot = snap([node("n0", gpus=4), node("n1", gpus=2, healthy=False)], [])
+    first = FreeCapacity.for_training(snapshot)
+    first.take(job("a", workers=3), [Assignment(node_id="n0", gpu_indices=(0, 1, 2))])
+    assert first.free_gpus("n0") == (3,)
+    again = FreeCapacity.for_training(snapshot)
+    assert again.free_gpus("n0") == (0, 1, 2, 3)
+    assert again.total_free == 4
+    assert again.node_ids() == ["n0"]  # the unhealthy node is not training's
+
+
+def test_capacity_counts_the_gpus_cpus_and_memory_running_jobs_hold() -> None:
+    a = running("a", {"n0": (0, 1)}, cpus_per_worker=4, memory_gb_per_worker=10)
+    b = running("b", {"n0": (2,), "n1": (0,)}, cpus_per_worker=2)
+    snapshot = snap([node("n0", gpus=4, cpus=16, memory_gb=64), node("n1", gpus=2)], [a, b])
+    free = FreeCapacity.for_training(snapshot)
+    free.take_held([(a, a.placement), (b, b.placement)])
+    assert free.free_gpus("n0") == (3,)
+    assert free.free_gpus("n1") == (1,)
+    assert free.total_free == 2
+    assert free.free_cpus("n0") == 16 - 2 * 4 - 2
+    assert free.free_memory_gb("n0") == 64 - 2 * 10
+    assert list(free.nodes_with_free(1)) == ["n0", "n1"]

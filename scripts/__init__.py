@@ -1,0 +1,1 @@
+"""Command-line scripts; a package so that one script can import another's functions."""
