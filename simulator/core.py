@@ -446,9 +446,9 @@ class Simulation:
             return False
         if self._waiting == 0:
             return True
-        # Jobs wait, nothing runs and nothing will arrive: only a capacity change could help.
-        if not self._last_round_changed and not self.inference_options.loan_idle:
-            return True
+        # Jobs wait, nothing runs and nothing will arrive. A later round may still start
+        # them (a policy may defer a job to a cheaper slot, or promote a starving one),
+        # so the timer keeps asking until nothing has happened for the stall limit.
         return t - self._last_progress_t > self.options.stall_limit_s
 
     def _set_time(self, t: float) -> None:
@@ -462,8 +462,6 @@ class Simulation:
             return
         if not self._wanting():
             return
-        if self._running == 0 and not self._last_round_changed:
-            return  # a round now would change nothing; an event will wake the simulator
         at = (math.floor(self.now / period) + 1) * period
         self._timer_at = at
         self._push(at, _TIMER, 0)

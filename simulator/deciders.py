@@ -15,6 +15,7 @@ from typing import Protocol
 
 import httpx
 import orjson
+from pydantic import JsonValue
 
 from policies.decision import Decision
 from policies.engine import Pipeline
@@ -39,11 +40,17 @@ def shipped_profiles(registry: Registry | None = None) -> dict[str, Profile]:
 
 
 class EngineDecider:
-    """The engine in this process, for one profile."""
+    """The engine in this process, for one profile, keeping its policy state.
+
+    Like the service, it keeps one state dict (DESIGN §5) and merges each round's
+    updates into it, so stateful policies (OASiS's committed schedules, Tiresias's
+    promotions) see their history; a new decider starts from nothing.
+    """
 
     def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
         self.profile = profile
         self.pipeline = Pipeline.build(profile, registry or build_registry())
+        self.state: dict[str, JsonValue] = {}
 
     @classmethod
     def named(cls, name: str, registry: Registry | None = None) -> EngineDecider:
@@ -56,7 +63,11 @@ class EngineDecider:
         return cls(profiles[name], reg)
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
-        return self.pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
+        if not self.pipeline.state_keys:
+            return self.pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
+        outcome = self.pipeline.run(snapshot, state=self.state, seed=seed, decision_id=decision_id)
+        self.state.update(outcome.state)
+        return outcome.decision
 
 
 class DecisionServiceError(RuntimeError):
