@@ -5,10 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-sim results dl2-model openapi clean
+.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 dl2-model openapi clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
 	$(BIN)/python scripts/make_results.py
+
+results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
+	$(BIN)/python scripts/evidence_dl2.py
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
 	$(BIN)/python scripts/train_dl2.py

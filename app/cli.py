@@ -44,6 +44,7 @@ def _openapi(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.retrain_cli import add_train_arguments, add_worker_arguments, run_train, run_worker
     from simulator.cli import add_simulate_arguments, run_simulate
 
     parser = argparse.ArgumentParser(
@@ -67,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="Replay a trace under one or more profiles.")
     add_simulate_arguments(simulate)
     simulate.set_defaults(handler=run_simulate)
+
+    train = commands.add_parser(
+        "train", help="Retrain a learned policy from the decision log, in the foreground."
+    )
+    add_train_arguments(train)
+    train.set_defaults(handler=run_train)
+
+    worker = commands.add_parser("worker", help="Run retraining jobs from the Redis queue.")
+    add_worker_arguments(worker)
+    worker.set_defaults(handler=run_worker)
 
     openapi = commands.add_parser("openapi", help="Print the OpenAPI spec as JSON.")
     openapi.add_argument("--indent", action="store_true")

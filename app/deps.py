@@ -15,6 +15,7 @@ from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
 from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
+from app.services.retrain import RetrainService
 from app.settings import Settings
 
 
@@ -28,6 +29,7 @@ class Services:
     catalog: CatalogService
     health: HealthService
     models: ModelService
+    retrain: RetrainService
 
 
 def _services(request: Request) -> Services:

@@ -33,11 +33,14 @@ from app.schemas import (
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.health import HealthService
-from app.services.models import ModelService
+from app.services.models import ActiveModels, ModelService, ModelWatcher
 from app.services.reclaim import ReclaimService
+from app.services.retrain import LocalProcessQueue, RetrainQueue, RetrainService, RqRetrainQueue
+from app.services.shadow import shadow_targets
 from app.settings import Settings
 from policies.decision import Decision
 from policies.profiles import load_profiles
+from policies.protocols import learned_model_key
 from policies.reclaim_models import ReclaimDecision
 from policies.registry import build_registry
 from storage.cache import create_cache
@@ -76,6 +79,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     registry = build_registry()
     profiles = load_profiles(registry, settings.profiles_file)
+    shadows = shadow_targets(settings.shadow, profiles)  # a bad ARBITER_SHADOW fails here
+    learned = {key for spec in registry.specs() if (key := learned_model_key(spec.cls))}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -104,24 +109,54 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             flush_interval_s=settings.log_flush_interval_s,
         )
         decision_log.start()
-        cache = create_cache(settings.redis_url)
+        cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
         metrics = Metrics()
         metrics.watch_log(decision_log.stats)
+        # Active model versions before the pipelines are built: from the cache, else the
+        # database; the watcher then keeps them current (messages and periodic checks).
+        active_models = ActiveModels(sessions, cache, learned)
+        active_models.load()
+        decision_service = DecisionService(
+            registry,
+            profiles,
+            decision_log,
+            metrics,
+            cache,
+            active_models,
+            shadow=shadows,
+            load_version=lambda policy, version: active_models.version(policy, version)[0],
+            shadow_backlog=settings.shadow_backlog,
+            shadow_retry_s=settings.models_check_interval_s,
+        )
+        watcher = ModelWatcher(
+            active_models, cache, decision_service.rebuild, settings.models_check_interval_s
+        )
+        watcher.start()
+        queue: RetrainQueue = (
+            RqRetrainQueue(settings.redis_url, settings.retrain_queue, settings.retrain_timeout_s)
+            if settings.redis_url
+            else LocalProcessQueue(settings, sessions, on_finished=watcher.wake)
+        )
         app.state.services = Services(
             settings=settings,
             metrics=metrics,
-            decisions=DecisionService(registry, profiles, decision_log, metrics, cache),
+            decisions=decision_service,
             reclaim=ReclaimService(registry, profiles, decision_log, metrics),
             feedback=FeedbackService(decision_log, metrics),
-            catalog=CatalogService(registry, profiles),
-            health=HealthService(engine, cache, decision_log.stats, len(profiles)),
+            catalog=CatalogService(registry, profiles, active_models),
+            health=HealthService(engine, cache, decision_log.stats, len(profiles), active_models),
             models=ModelService(sessions, cache),
+            retrain=RetrainService(sessions, queue),
         )
         app.state.decision_log = decision_log
+        app.state.model_watcher = watcher
         try:
             yield
         finally:
             stop.set()
+            queue.close()
+            watcher.stop()
+            decision_service.stop()  # queued shadow decisions reach the log before it stops
             decision_log.stop()
             cache.close()
             engine.dispose()

@@ -163,3 +163,82 @@ class ActivateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: str = Field(min_length=1, examples=["20261121-1"])
+
+
+class RetrainWindow(BaseModel):
+    """Which logged decisions to imitate, by the time they were logged (UTC when naive)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    since: datetime | None = Field(default=None, description="Inclusive; default: the first.")
+    until: datetime | None = Field(default=None, description="Exclusive; default: now.")
+
+
+class RetrainBudget(BaseModel):
+    """How much work the retraining does; the defaults are the shipped model's run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    imitation_epochs: int = Field(default=20, ge=0, le=1000, description="Epochs of imitation.")
+    updates: int = Field(default=80, ge=0, le=10_000, description="PPO updates (0: none).")
+    episodes_per_update: int = Field(default=2, ge=1, le=64, description="Episodes per update.")
+    jobs: int = Field(default=80, ge=2, le=5000, description="Jobs per simulated episode.")
+    validation_episodes: int = Field(
+        default=4, ge=0, le=4, description="Episodes scoring PPO checkpoints (0: keep the last)."
+    )
+    validate_every: int = Field(default=5, ge=1, le=1000, description="Updates between scorings.")
+    held_out_episodes: int = Field(
+        default=5, ge=1, le=5, description="Episodes of the verdict against the active version."
+    )
+    max_records: int = Field(
+        default=20_000, ge=1, le=1_000_000, description="Most logged decisions read."
+    )
+
+
+class RetrainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: str = Field(min_length=1, description="Learned policy to retrain.", examples=["dl2"])
+    window: RetrainWindow = Field(default_factory=RetrainWindow)
+    profile: str | None = Field(
+        default=None, description="Imitate only decisions served under this profile."
+    )
+    budget: RetrainBudget = Field(default_factory=RetrainBudget)
+    activate: Literal["if_better", "always", "never"] = Field(
+        default="if_better",
+        description="Activate the new version if it beats the active one on held-out episodes, "
+        "always, or never (store it only).",
+    )
+    seed: int = Field(default=0, ge=0, description="Seeds imitation, RL and initial weights.")
+    start: Literal["incumbent", "scratch"] = Field(
+        default="incumbent",
+        description="Start from the active version's weights, or from fresh ones.",
+    )
+    since: datetime | None = Field(default=None, description="Short for `window.since`.")
+    steps: int | None = Field(
+        default=None, ge=0, le=10_000, description="Short for `budget.updates` (small: smoke run)."
+    )
+
+
+class RetrainProgressOut(BaseModel):
+    stage: str = Field(
+        description="loading, demonstrations, imitation, rl, evaluation or storing, in order."
+    )
+    fraction: float = Field(ge=0, le=1, description="Fraction of that stage done.")
+
+
+class RetrainJobOut(BaseModel):
+    id: str
+    policy: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    progress: RetrainProgressOut | None = None
+    version: str | None = Field(default=None, description="The model version it stored.")
+    metrics: dict[str, Any] | None = Field(
+        default=None, description="Held-out comparison with the active version, and timings."
+    )
+    error: str | None = None
+    params: dict[str, Any] = Field(description="The request, as normalised.")
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None

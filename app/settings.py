@@ -6,10 +6,14 @@ Built once by whoever starts the service (`arbiter serve`, a test) and passed to
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+_SHADOW_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class Settings(BaseSettings):
@@ -21,6 +25,10 @@ class Settings(BaseSettings):
     )
     redis_url: str | None = Field(
         default=None, description="Redis for model and policy state; unset: in-process cache."
+    )
+    redis_prefix: str = Field(
+        default="arbiter:",
+        description="Prefix of every Redis key and channel Arbiter uses (one per deployment).",
     )
     admin_token: str | None = Field(
         default=None, description="Bearer token of the admin endpoints; unset disables them."
@@ -41,6 +49,35 @@ class Settings(BaseSettings):
     migrate_on_start: bool = Field(
         default=True, description="Apply database migrations when the service starts."
     )
+    models_check_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "How often each replica asks the database which model versions are active, "
+            "so it converges even when it missed an `arbiter:models` message."
+        ),
+    )
+    retrain_queue: str = Field(
+        default="arbiter-retrain",
+        min_length=1,
+        description="RQ queue that `arbiter worker` serves and POST /admin/retrain feeds.",
+    )
+    retrain_timeout_s: int = Field(
+        default=6 * 3600, ge=60, description="A retraining running longer is stopped and failed."
+    )
+    shadow: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description=(
+            "Served profile -> shadow profile, optionally pinned to a model version: "
+            "`drf=dl2,fifo=dl2@20261121-1`. Decisions under a served profile are also "
+            "computed by its shadow, off the request path, and logged beside them."
+        ),
+    )
+    shadow_backlog: int = Field(
+        default=1000,
+        ge=1,
+        description="Shadow decisions waiting to be computed; past it they are skipped.",
+    )
 
     @field_validator("admin_token")
     @classmethod
@@ -48,6 +85,36 @@ class Settings(BaseSettings):
         if value is not None and value != "" and len(value) < 16:
             raise ValueError("ARBITER_ADMIN_TOKEN must be at least 16 characters")
         return value or None
+
+    @field_validator("shadow", mode="before")
+    @classmethod
+    def _parse_shadow(cls, value: object) -> object:
+        """`served=shadow[@version]` pairs, comma-separated (or a mapping, in code)."""
+        if not isinstance(value, str):
+            return value
+        pairs: dict[str, str] = {}
+        for entry in filter(None, (part.strip() for part in value.split(","))):
+            served, equals, target = (s.strip() for s in entry.partition("="))
+            profile = target.partition("@")[0]
+            if not equals or not served or not profile:
+                raise ValueError(f"ARBITER_SHADOW entry {entry!r} is not `served=shadow[@version]`")
+            if served in pairs:
+                raise ValueError(f"ARBITER_SHADOW names profile {served!r} twice")
+            pairs[served] = target
+        return pairs
+
+    @field_validator("shadow")
+    @classmethod
+    def _shadow_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for served, target in value.items():
+            profile, at, version = target.partition("@")
+            names = [served, profile] + ([version] if at else [])
+            if not all(_SHADOW_ENTRY.match(name) for name in names):
+                raise ValueError(
+                    f"ARBITER_SHADOW entry {served}={target!r}: names are letters, digits, "
+                    "'_', '-' and '.'"
+                )
+        return value
 
     @field_validator("redis_url")
     @classmethod

@@ -22,6 +22,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,7 @@ from policies.learned.dl2.features import Dl2Config  # noqa: E402
 from policies.learned.dl2.network import Dl2Model  # noqa: E402
 from simulator.perf import FAMILY_SOURCES  # noqa: E402
 from training.dl2.episodes import (  # noqa: E402
+    EpisodeSpec,
     held_out_episodes,
     training_episodes,
     validation_episodes,
@@ -49,7 +52,31 @@ from training.dl2.reinforce import PpoArgs, one_thread, train_ppo  # noqa: E402
 DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Budget:
+    """The episodes and budgets of a run, from the command line (`--quick` shrinks them)."""
+
+    jobs: int
+    imitation_epochs: int
+    updates: int
+    train: list[EpisodeSpec]
+    validation: list[EpisodeSpec]
+    held_out: list[EpisodeSpec]
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """The imitation-only model, and what it was trained on."""
+
+    model: Dl2Model
+    demonstrations: int
+    log: list[dict[str, float]]
+    demonstrations_s: float
+    imitation_s: float
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; `scripts/evidence_dl2.py` reads its defaults to rebuild the warm-up."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)
@@ -64,38 +91,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: tiny episodes and budgets"
     )
-    args = parser.parse_args(argv)
-    jobs, epochs, updates = args.jobs, args.imitation_epochs, args.updates
+    return parser
+
+
+def budget(args: argparse.Namespace) -> Budget:
+    """The default windows and budgets, or the smoke run's first few at 20 jobs each."""
+    jobs = 20 if args.quick else int(args.jobs)
     train, validation = training_episodes(jobs), validation_episodes(jobs)
     held_out = held_out_episodes(jobs)
     if args.quick:
-        jobs, epochs, updates = 20, 2, 2
-        train, validation = training_episodes(jobs)[:2], validation_episodes(jobs)[:1]
-        held_out = held_out_episodes(jobs)[:1]
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+        return Budget(jobs, 2, 2, train[:2], validation[:1], held_out[:1])
+    return Budget(jobs, int(args.imitation_epochs), int(args.updates), train, validation, held_out)
 
+
+def warm_up(train: Sequence[EpisodeSpec], teacher: str, epochs: int, seed: int) -> WarmUp:
+    """Steps 1–2: the teacher's simulated decisions on `train`, imitated (one torch thread)."""
     config = Dl2Config(families=tuple(FAMILY_SOURCES))
     with one_thread():
         clock = time.perf_counter()
-        data = demonstrations(simulated_records(train, teacher_profile(args.teacher)), config)
-        timings["demonstrations_s"] = time.perf_counter() - clock
+        data = demonstrations(simulated_records(train, teacher_profile(teacher)), config)
+        demonstrations_s = time.perf_counter() - clock
+        clock = time.perf_counter()
+        model = Dl2Model.initial(config, seed=seed)
+        log = imitate(model, data, ImitationArgs(epochs=epochs, seed=seed))
+        imitation_s = time.perf_counter() - clock
+    return WarmUp(model, len(data), log, demonstrations_s, imitation_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run = budget(args)
+    epochs, updates = run.imitation_epochs, run.updates
+    train, validation, held_out = run.train, run.validation, run.held_out
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    warmed = warm_up(train, args.teacher, epochs, args.seed)
+    warm = warmed.model
+    timings["demonstrations_s"] = warmed.demonstrations_s
+    timings["imitation_s"] = warmed.imitation_s
+    print(
+        f"demonstrations: {warmed.demonstrations} inferences from {len(train)} episodes "
+        f"of {args.teacher} ({warmed.demonstrations_s:.1f} s)",
+        flush=True,
+    )
+    if warmed.log:
         print(
-            f"demonstrations: {len(data)} inferences from {len(train)} episodes "
-            f"of {args.teacher} ({timings['demonstrations_s']:.1f} s)",
+            f"imitation: {epochs} epochs, loss {warmed.log[-1]['loss']:.3f}, accuracy "
+            f"{warmed.log[-1]['accuracy']:.3f} ({warmed.imitation_s:.1f} s)",
             flush=True,
         )
-
-        clock = time.perf_counter()
-        warm = Dl2Model.initial(config, seed=args.seed)
-        log = imitate(warm, data, ImitationArgs(epochs=epochs, seed=args.seed))
-        timings["imitation_s"] = time.perf_counter() - clock
-        if log:
-            print(
-                f"imitation: {epochs} epochs, loss {log[-1]['loss']:.3f}, accuracy "
-                f"{log[-1]['accuracy']:.3f} ({timings['imitation_s']:.1f} s)",
-                flush=True,
-            )
 
     clock = time.perf_counter()
     tuned = Dl2Model.from_bytes(warm.to_bytes())

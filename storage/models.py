@@ -196,5 +196,10 @@ class RetrainJob(Base):
     version: Mapped[str | None] = mapped_column(String(64))
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOCUMENT)
     error: Mapped[str | None] = mapped_column(Text)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON_DOCUMENT, comment="{stage, fraction} while it runs"
+    )
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(default=utc_now, onupdate=utc_now)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]

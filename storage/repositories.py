@@ -13,11 +13,11 @@ file or a retried request never duplicates a row or fails on one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Insert, Table, func, select, update
+from sqlalchemy import Insert, Select, Table, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
 
@@ -51,6 +51,21 @@ def _insert_ignoring_duplicates(
     # the batched multi-row form SQLAlchemy uses for executemany.
     inserted = session.execute(statement.returning(key), list(rows))
     return len(inserted.all())
+
+
+_Query = TypeVar("_Query", bound=Select[Any])
+
+
+def _window(
+    query: _Query, since: datetime | None, until: datetime | None, profile: str | None
+) -> _Query:
+    if since is not None:
+        query = query.where(Decision.created_at >= since)
+    if until is not None:
+        query = query.where(Decision.created_at < until)
+    if profile is not None:
+        query = query.where(Decision.profile == profile)
+    return query
 
 
 def _table(model: type[Any]) -> Table:
@@ -98,6 +113,38 @@ class DecisionRepository:
             query = query.where(Decision.cluster_id == cluster_id)
         query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
         return self._session.scalars(query).all()
+
+    def count_in_window(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        profile: str | None = None,
+    ) -> int:
+        """How many decisions have ``since <= created_at < until`` (and ``profile``)."""
+        query = select(func.count()).select_from(Decision)
+        query = _window(query, since, until, profile)
+        return self._session.scalar(query) or 0
+
+    def snapshots_and_decisions(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        profile: str | None = None,
+        limit: int = 20_000,
+        *,
+        page_size: int = 200,
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """``(snapshot, decision)`` JSON of the window's decisions, oldest first, for training.
+
+        Only the two documents are read, a page at a time, so a large window is not
+        held in memory twice (rows and the trainer's copies).
+        """
+        query = select(Decision.snapshot, Decision.decision)
+        query = _window(query, since, until, profile)
+        query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
+        result = self._session.execute(query.execution_options(yield_per=page_size))
+        for row in result:
+            yield row.snapshot, row.decision
 
 
 class FeedbackRepository:
@@ -179,6 +226,13 @@ class ModelVersionRepository:
     def get(self, policy: str, version: str) -> ModelVersion | None:
         query = select(ModelVersion).where(
             ModelVersion.policy == policy, ModelVersion.version == version
+        )
+        return self._session.scalars(query).one_or_none()
+
+    def active_version(self, policy: str) -> str | None:
+        """The active version's name alone (no weights read): a cheap periodic check."""
+        query = select(ModelVersion.version).where(
+            ModelVersion.policy == policy, ModelVersion.active.is_(True)
         )
         return self._session.scalars(query).one_or_none()
 
@@ -295,6 +349,7 @@ class RetrainJobRepository:
 
         Raises :class:`RetrainJobNotFoundError`, ``ValueError`` for an unknown status and
         :class:`RetrainTransitionError` when the job already succeeded or failed.
+        ``started_at`` is set when it starts running, ``finished_at`` when it finishes.
         """
         new_status = RetrainStatus(status)
         job = self._session.get(RetrainJob, job_id, with_for_update=True)
@@ -303,6 +358,11 @@ class RetrainJobRepository:
         current = RetrainStatus(job.status)
         if current in _TERMINAL_STATUSES and new_status is not current:
             raise RetrainTransitionError(job_id, current.value, new_status.value)
+        now = utc_now()
+        if new_status is RetrainStatus.RUNNING and job.started_at is None:
+            job.started_at = now
+        if new_status in _TERMINAL_STATUSES and job.finished_at is None:
+            job.finished_at = now
         job.status = new_status.value
         if version is not None:
             job.version = version
@@ -310,6 +370,16 @@ class RetrainJobRepository:
             job.metrics = dict(metrics)
         if error is not None:
             job.error = error
+        job.updated_at = now
+        self._session.flush()
+        return job
+
+    def update_progress(self, job_id: str, stage: str, fraction: float) -> RetrainJob:
+        """Record how far a job is (`fraction` of `stage`, 0–1); its status is unchanged."""
+        job = self._session.get(RetrainJob, job_id)
+        if job is None:
+            raise RetrainJobNotFoundError(job_id)
+        job.progress = {"stage": stage, "fraction": round(min(max(fraction, 0.0), 1.0), 4)}
         job.updated_at = utc_now()
         self._session.flush()
         return job

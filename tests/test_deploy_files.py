@@ -268,6 +268,22 @@ def test_api_starts_after_migrations_completed_and_redis_is_healthy(
     assert depends_on(migrate) == {"postgres": "service_healthy"}
 
 
+def test_worker_serves_the_retrain_queue_once_migrated_with_the_shared_data(
+    compose: dict[str, object],
+) -> None:
+    worker = services(compose)["worker"]
+    assert worker["command"] == ["arbiter", "worker"]
+    assert depends_on(worker) == {
+        "migrate": "service_completed_successfully",
+        "redis": "service_healthy",
+    }
+    environment = worker["environment"]
+    assert isinstance(environment, dict)
+    volumes = worker["volumes"]
+    assert isinstance(volumes, list)
+    assert any(v.endswith(f":{environment['ARBITER_SHARED_DIR']}:ro") for v in volumes)
+
+
 def test_every_compose_command_is_a_real_arbiter_command(compose: dict[str, object]) -> None:
     parser = build_parser()
     for service in services(compose).values():
@@ -291,7 +307,7 @@ def test_backing_services_are_pinned_and_checked(compose: dict[str, object]) -> 
 
 
 def test_compose_takes_credentials_from_the_environment(compose: dict[str, object]) -> None:
-    for name in ("api", "migrate"):
+    for name in ("api", "migrate", "worker"):
         env = services(compose)[name]["environment"]
         assert isinstance(env, dict)
         assert env["ARBITER_DATABASE_URL"].startswith("postgresql://arbiter:${POSTGRES_PASSWORD")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from app.deps import AdminDep, ServicesDep
 from app.errors import error_responses
-from app.schemas import ActivateRequest, ModelVersionOut
+from app.schemas import ActivateRequest, ModelVersionOut, RetrainJobOut, RetrainRequest
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -33,3 +33,30 @@ def activate_model_version(
     name: str, body: ActivateRequest, _: AdminDep, services: ServicesDep
 ) -> ModelVersionOut:
     return services.models.activate(name, body.version)
+
+
+@router.post(
+    "/retrain",
+    name="start_retrain",
+    status_code=202,
+    response_model=RetrainJobOut,
+    responses=error_responses(401, 403, 422, 503),
+)
+def start_retrain(
+    body: RetrainRequest, _: AdminDep, services: ServicesDep, response: Response
+) -> RetrainJobOut:
+    """Queue a retraining of a learned policy; poll the job at the `Location` it returns."""
+    job = services.retrain.start(body)
+    response.headers["Location"] = f"/admin/retrain/{job.id}"
+    return job
+
+
+@router.get(
+    "/retrain/{job_id}",
+    name="get_retrain",
+    response_model=RetrainJobOut,
+    responses=error_responses(401, 403, 404, 503),
+)
+def get_retrain(job_id: str, _: AdminDep, services: ServicesDep) -> RetrainJobOut:
+    """A retraining job: status, progress, and once done its version, metrics or error."""
+    return services.retrain.get(job_id)

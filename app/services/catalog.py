@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from app.errors import NotFoundError
 from app.schemas import PolicyChoiceOut, PolicyOut, ProfileOut
+from app.services.models import ActiveModels
 from policies.decision import ENGINE_STAGES, Stage
 from policies.profiles import Profile
+from policies.protocols import learned_model_key
 from policies.registry import Registry
 
 
 class CatalogService:
-    def __init__(self, registry: Registry, profiles: dict[str, Profile]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        profiles: dict[str, Profile],
+        models: ActiveModels | None = None,
+    ) -> None:
         self.registry = registry
         self.profiles = profiles
+        self.models = models
 
     def list_profiles(self) -> list[ProfileOut]:
         return [self._profile(p) for p in sorted(self.profiles.values(), key=lambda p: p.name)]
@@ -27,8 +35,10 @@ class CatalogService:
 
     def list_policies(self) -> list[PolicyOut]:
         out = []
+        versions = self.models.versions() if self.models is not None else {}
         for spec in self.registry.specs():
             info = spec.info
+            key = learned_model_key(spec.cls)
             out.append(
                 PolicyOut(
                     name=info.name,
@@ -37,6 +47,7 @@ class CatalogService:
                     summary=info.summary,
                     source=info.source,
                     params_schema=spec.params_schema(),
+                    model_version=versions.get(key) if key is not None else None,
                 )
             )
         return out

@@ -13,13 +13,22 @@ when there is none). Rounds of one cluster are expected one at a time, as a
 scheduler loop sends them; two replicas deciding for the same cluster at once
 would race (the later write wins), and the next round's snapshot reconciles
 what was lost (running jobs win over the state).
+
+Learned policies get their model from a `ModelProvider` (the service's
+:class:`app.services.models.ActiveModels`). When a model changes,
+:meth:`DecisionService.rebuild` builds the affected pipelines on the caller's
+thread (the model watcher's) and swaps the whole mapping in one assignment: a
+request reads the mapping once, so one in flight finishes on the pipeline it
+started with. Shadowed profiles (:mod:`app.services.shadow`) hand their log
+record to the shadow thread instead of straight to the log.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
@@ -34,10 +43,13 @@ from app.errors import (
 )
 from app.metrics import Metrics
 from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
-from policies.decision import Decision, Stage
+from app.services.shadow import ShadowDecider, ShadowTarget
+from policies.decision import ENGINE_STAGES, Decision, Stage
 from policies.engine import Pipeline, PolicyFault
+from policies.learned.models import ModelBlob, ModelProvider, StaticModels
 from policies.model import Problem, Snapshot, snapshot_problems
 from policies.profiles import Profile
+from policies.protocols import learned_model_key
 from policies.registry import Registry
 from storage.cache import Cache, InProcessCache
 from storage.records import DecisionRecord, FeedbackRecord
@@ -76,21 +88,115 @@ def state_cache_key(cluster_id: str, key: str) -> str:
     return f"state:{cluster_id}:{key}"
 
 
+def profile_model_keys(profile: Profile, registry: Registry) -> set[str]:
+    """The model keys of the learned policies a profile uses (fallbacks included)."""
+    choices = [(stage, profile.choice(stage)) for stage in ENGINE_STAGES]
+    choices += list(profile.fallback.items())
+    keys = {learned_model_key(registry.spec(stage, choice.name).cls) for stage, choice in choices}
+    return {key for key in keys if key is not None}
+
+
+VersionLoader = Callable[[str, str], ModelBlob | None]
+"""(policy, version) → that stored version, None if there is none; may raise."""
+
+
 class DecisionService:
-    def __init__(
+    def __init__(  # noqa: PLR0917 - the lifespan's one call site names them all
         self,
         registry: Registry,
         profiles: dict[str, Profile],
         log: LogSink,
         metrics: Metrics,
         cache: Cache | None = None,
+        models: ModelProvider | None = None,
+        *,
+        shadow: Mapping[str, ShadowTarget] | None = None,
+        load_version: VersionLoader | None = None,
+        shadow_backlog: int = 1000,
+        shadow_retry_s: float = 5.0,
     ) -> None:
         self.registry = registry
         self.profiles = profiles
-        self.pipelines = {name: Pipeline.build(p, registry) for name, p in profiles.items()}
+        self.models = models
+        self.pipelines = {name: Pipeline.build(p, registry, models) for name, p in profiles.items()}
         self.log = log
         self.metrics = metrics
         self.cache: Cache = cache if cache is not None else InProcessCache()
+        self._load_version = load_version
+        self._shadow_retry_s = shadow_retry_s
+        self._shadow_lock = threading.Lock()
+        self._shadow_pipelines: dict[str, Pipeline | str] = {}
+        self._shadow_retry_at: dict[str, float] = {}
+        self.shadow: ShadowDecider | None = None
+        if shadow:
+            self.shadow = ShadowDecider(
+                shadow, self._shadow_pipeline, self.load_state, log.submit_decision, shadow_backlog
+            )
+            for served, target in shadow.items():
+                if target.version is None:
+                    self._shadow_pipelines[served] = self._build(target.profile, models)
+
+    def _build(self, profile: str, models: ModelProvider | None) -> Pipeline:
+        return Pipeline.build(self.profiles[profile], self.registry, models)
+
+    def rebuild(self, changed: set[str]) -> None:
+        """Rebuild the pipelines that use a changed model key, then swap them in at once.
+
+        Called off the request path (the model watcher's thread). Pinned shadows keep
+        their version.
+        """
+        rebuilt = dict(self.pipelines)
+        for name, profile in self.profiles.items():
+            if profile_model_keys(profile, self.registry) & changed:
+                rebuilt[name] = self._build(name, self.models)
+        self.pipelines = rebuilt
+        if self.shadow is None:
+            return
+        with self._shadow_lock:
+            shadows = dict(self._shadow_pipelines)
+            for served, target in self.shadow.targets.items():
+                keys = profile_model_keys(self.profiles[target.profile], self.registry)
+                if target.version is None and keys & changed:
+                    shadows[served] = self._build(target.profile, self.models)
+            self._shadow_pipelines = shadows
+
+    def _shadow_pipeline(self, served: str) -> Pipeline | str:
+        """The shadow pipeline of `served` (on the shadow thread); pinned ones load lazily."""
+        with self._shadow_lock:
+            current = self._shadow_pipelines.get(served)
+            if isinstance(current, Pipeline) or self.shadow is None:
+                return current or "no shadow"
+            if time.monotonic() < self._shadow_retry_at.get(served, 0.0):
+                return current or "shadow not loaded yet"
+            self._shadow_retry_at[served] = time.monotonic() + self._shadow_retry_s
+        target = self.shadow.targets[served]
+        built = self._pinned(target)
+        with self._shadow_lock:
+            self._shadow_pipelines = {**self._shadow_pipelines, served: built}
+        return built
+
+    def _pinned(self, target: ShadowTarget) -> Pipeline | str:
+        assert target.version is not None
+        keys = profile_model_keys(self.profiles[target.profile], self.registry)
+        if not keys:
+            return self._build(target.profile, self.models)
+        if self._load_version is None:
+            return "pinned model versions cannot be loaded here"
+        blobs: dict[str, ModelBlob] = {}
+        for key in sorted(keys):
+            try:
+                blob = self._load_version(key, target.version)
+            except Exception as error:
+                return f"model version {target.version!r} of {key!r} not readable: {error}"
+            if blob is None:
+                return f"model version {target.version!r} of {key!r} not found"
+            blobs[key] = blob
+        return self._build(target.profile, StaticModels(blobs))
+
+    def stop(self) -> None:
+        """Finish the queued shadow decisions (their records reach the log); before log stop."""
+        if self.shadow is not None:
+            self.shadow.stop()
 
     def load_state(self, cluster_id: str, keys: Sequence[str]) -> dict[str, JsonValue]:
         """The cluster's kept state under `keys`; a key never written (or unreadable) is absent."""
@@ -155,21 +261,28 @@ class DecisionService:
         self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
         if decision.fallback is not None:
             self.metrics.fallbacks.labels(request.profile).inc()
-        self.log.submit_decision(
-            DecisionRecord(
-                decision_id=decision.decision_id,
-                cluster_id=decision.cluster_id,
-                profile=decision.profile,
-                created_at=datetime.now(UTC),
-                now=decision.now,
-                stages=[s.value for s in decision.stages],
-                policies={k: v.model_dump() for k, v in decision.policies.items()},
-                snapshot=request.snapshot,
-                decision=encoded,
-                latency_ms=elapsed * 1000.0,
-                fallback=decision.fallback.model_dump() if decision.fallback else None,
-            )
+        record = DecisionRecord(
+            decision_id=decision.decision_id,
+            cluster_id=decision.cluster_id,
+            profile=decision.profile,
+            created_at=datetime.now(UTC),
+            now=decision.now,
+            stages=[s.value for s in decision.stages],
+            policies={k: v.model_dump() for k, v in decision.policies.items()},
+            snapshot=request.snapshot,
+            decision=encoded,
+            latency_ms=elapsed * 1000.0,
+            fallback=decision.fallback.model_dump() if decision.fallback else None,
         )
+        if self.shadow is not None and self.shadow.shadows(request.profile):
+            self.shadow.submit(
+                record,
+                request.snapshot,
+                tuple(stages) if stages is not None else None,
+                request.seed,
+            )
+        else:
+            self.log.submit_decision(record)
         return encoded
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import Engine, text
 
 from app.schemas import ComponentStatus, Readiness
+from app.services.models import ActiveModels
 from storage.cache import Cache
 
 
@@ -17,11 +18,13 @@ class HealthService:
         cache: Cache,
         log_stats: Callable[[], Mapping[str, object]],
         profiles: int,
+        models: ActiveModels | None = None,
     ) -> None:
         self.engine = engine
         self.cache = cache
         self.log_stats = log_stats
         self.profiles = profiles
+        self.models = models
 
     def readiness(self) -> Readiness:
         """Ready while decisions can be answered; a database or Redis outage only degrades."""
@@ -32,6 +35,8 @@ class HealthService:
                 ok=self.profiles > 0, detail=f"{self.profiles} profiles loaded"
             ),
         }
+        if self.models is not None:
+            components["models"] = self._models(self.models)
         status = "ready" if all(c.ok for c in components.values()) else "degraded"
         return Readiness(status=status, components=components)
 
@@ -60,3 +65,15 @@ class HealthService:
         return ComponentStatus(
             ok=False, detail=f"{self.cache.backend} unreachable; serving from memory"
         )
+
+    @staticmethod
+    def _models(models: ActiveModels) -> ComponentStatus:
+        """Which version each learned policy serves; a missing one means the shipped model."""
+        sources = models.sources()
+        parts = [
+            f"{policy}: {version} (from {sources[policy]})"
+            if version is not None
+            else f"{policy}: shipped model"
+            for policy, version in sorted(models.versions().items())
+        ]
+        return ComponentStatus(ok=True, detail="; ".join(parts) or "no learned policy")

@@ -284,3 +284,59 @@ def test_finished_retrain_job_cannot_be_restarted(session: Session) -> None:
         jobs.update_status("job-404", "running")
     assert job.error == "diverged"
     assert jobs.get("job-404") is None
+
+
+def test_training_reads_snapshots_and_decisions_of_a_window_oldest_first(
+    session: Session,
+) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [
+            make_decision("w-late", created_at=T0 + timedelta(minutes=2), profile="drf"),
+            make_decision("w-early", created_at=T0, profile="drf"),
+            make_decision("w-other", created_at=T0 + timedelta(minutes=1), profile="fifo"),
+            make_decision("w-after", created_at=T0 + timedelta(hours=1), profile="drf"),
+        ]
+    )
+    until = T0 + timedelta(minutes=30)
+
+    rows = list(decisions.snapshots_and_decisions(T0, until, "drf", page_size=1))
+
+    assert decisions.count_in_window(T0, until, "drf") == 2
+    assert decisions.count_in_window(T0, until) == 3
+    assert decisions.count_in_window(until + timedelta(days=1)) == 0
+    assert len(rows) == 2
+    assert all(set(snapshot) >= {"cluster_id", "nodes"} for snapshot, _ in rows)
+    assert all("ordering" in decision for _, decision in rows)
+    assert len(list(decisions.snapshots_and_decisions(T0, until, limit=1))) == 1
+
+
+def test_retrain_job_records_progress_and_when_it_ran(session: Session) -> None:
+    jobs = RetrainJobRepository(session)
+    job = jobs.create("dl2", {"policy": "dl2"})
+    assert (job.progress, job.started_at, job.finished_at) == (None, None, None)
+
+    jobs.update_status(job.id, RetrainStatus.RUNNING)
+    jobs.update_progress(job.id, "rl", 1.7)
+    running = jobs.get(job.id)
+    assert running is not None
+    assert running.progress == {"stage": "rl", "fraction": 1.0}
+    assert running.started_at is not None
+    assert running.finished_at is None
+    jobs.update_status(job.id, RetrainStatus.FAILED, error="boom")
+
+    finished = jobs.get(job.id)
+    assert finished is not None
+    assert finished.finished_at is not None
+    assert finished.finished_at >= finished.started_at  # type: ignore[operator]
+    with pytest.raises(RetrainJobNotFoundError):
+        jobs.update_progress("missing", "rl", 0.5)
+
+
+def test_the_active_version_name_is_read_without_weights(session: Session) -> None:
+    versions = ModelVersionRepository(session)
+    assert versions.active_version("dl2") is None
+    versions.add("dl2", "v1", b"w1", activate=True)
+    versions.add("dl2", "v2", b"w2")
+
+    assert versions.active_version("dl2") == "v1"

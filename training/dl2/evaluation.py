@@ -36,6 +36,8 @@ class EpisodeScore:
     avg_jct_s: float
     jobs_completed: int
     fallbacks: int
+    avg_queue_s: float | None = None
+    """Mean wait before a job first starts: how contended the episode was."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,14 @@ def score(
             return decision
 
         metrics = spec.simulation().run(decide).metrics
-        avg = metrics["avg_jct_s"]
+        avg, queue = metrics["avg_jct_s"], metrics["avg_queue_s"]
         scores.append(
             EpisodeScore(
                 episode=f"{spec.trace}@{spec.start}+{spec.jobs}",
                 avg_jct_s=float(avg) if avg is not None else float("inf"),
                 jobs_completed=int(metrics["jobs_completed"] or 0),
                 fallbacks=fallbacks,
+                avg_queue_s=float(queue) if queue is not None else None,
             )
         )
     mean = sum(s.avg_jct_s for s in scores) / len(scores) if scores else float("inf")

@@ -21,7 +21,7 @@ action and is left at its floor; a record without scaling teaches nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,8 +171,16 @@ class ImitationArgs:
     seed: int = 0
 
 
-def imitate(model: Dl2Model, data: Demonstrations, args: ImitationArgs) -> list[dict[str, float]]:
+def imitate(
+    model: Dl2Model,
+    data: Demonstrations,
+    args: ImitationArgs,
+    *,
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
     """Train `model` in place to pick the teacher's actions; one log row per epoch.
+
+    `on_epoch` is called with each row as it is written (a progress report).
 
     The loss is cross-entropy over the valid actions only (masked logits), so the
     network spends no capacity on actions it can never take.
@@ -209,5 +217,7 @@ def imitate(model: Dl2Model, data: Demonstrations, args: ImitationArgs) -> list[
                 "seconds": time.perf_counter() - started,
             }
         )
+        if on_epoch is not None:
+            on_epoch(log[-1])
     model.network.eval()
     return log

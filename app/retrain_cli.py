@@ -1,0 +1,151 @@
+"""`arbiter train NAME` and `arbiter worker`: retraining from the command line.
+
+`arbiter train dl2 …` runs the same job as `POST /admin/retrain` (same request
+fields, same validation, same `retrain_jobs` row, same activation rule), in the
+foreground, with one progress bar per stage on stderr; the job's outcome is
+printed as JSON on stdout. `arbiter worker` serves the RQ queue the service
+feeds (:mod:`app.worker`). Both read `ARBITER_*` like the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Never
+
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from app.services.retrain import RETRAINABLE
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("policy", choices=RETRAINABLE, help="learned policy to retrain")
+    parser.add_argument("--since", type=datetime.fromisoformat, help="window start (ISO 8601)")
+    parser.add_argument("--until", type=datetime.fromisoformat, help="window end (ISO 8601)")
+    parser.add_argument("--profile", help="imitate only decisions of this profile")
+    parser.add_argument("--imitation-epochs", type=int)
+    parser.add_argument("--updates", type=int, help="PPO updates")
+    parser.add_argument("--episodes-per-update", type=int)
+    parser.add_argument("--jobs", type=int, help="jobs per simulated episode")
+    parser.add_argument("--validation-episodes", type=int)
+    parser.add_argument("--held-out-episodes", type=int)
+    parser.add_argument("--max-records", type=int, help="most logged decisions read")
+    parser.add_argument("--activate", choices=("if_better", "always", "never"), default="if_better")
+    parser.add_argument("--start", choices=("incumbent", "scratch"), default="incumbent")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--burst", action="store_true", help="Run what is queued, then exit (tests, cron)."
+    )
+    parser.add_argument("--queue", help="Queue name (default: ARBITER_RETRAIN_QUEUE).")
+
+
+def _stage_bars(enabled: bool) -> tuple[Callable[[str, float], None], Callable[[], None]]:
+    """A progress callback drawing one bar per stage (as `arbiter simulate` draws one per
+    profile), and a function closing the last one."""
+    bars: dict[str, tqdm[Never]] = {}
+
+    def report(stage: str, fraction: float) -> None:
+        if not enabled:
+            return
+        bar = bars.get(stage)
+        if bar is None:
+            for previous in bars.values():
+                previous.close()
+            bar = tqdm(total=100, desc=stage, unit="%", file=sys.stderr, leave=True)
+            bars[stage] = bar
+        bar.update(max(0, round(fraction * 100) - bar.n))
+
+    def close() -> None:
+        for bar in bars.values():
+            bar.close()
+
+    return report, close
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """`arbiter train`: 0 when the job succeeded, 1 when it failed, 2 for bad input."""
+    from app.errors import ApiError
+    from app.schemas import RetrainRequest
+    from app.services.retrain import RetrainService, run_retrain_job
+    from app.settings import Settings
+    from storage.cache import create_cache
+    from storage.db import create_engine_for, make_sessionmaker
+
+    budget = {
+        name: getattr(args, name)
+        for name in (
+            "imitation_epochs",
+            "updates",
+            "episodes_per_update",
+            "jobs",
+            "validation_episodes",
+            "held_out_episodes",
+            "max_records",
+        )
+        if getattr(args, name) is not None
+    }
+    try:
+        request = RetrainRequest.model_validate(
+            {
+                "policy": args.policy,
+                "window": {"since": args.since, "until": args.until},
+                "profile": args.profile,
+                "budget": budget,
+                "activate": args.activate,
+                "start": args.start,
+                "seed": args.seed,
+            }
+        )
+    except ValidationError as error:
+        for problem in error.errors(include_url=False):
+            where = ".".join(str(p) for p in problem["loc"])
+            print(f"arbiter train: error: {where}: {problem['msg']}", file=sys.stderr)
+        return 2
+    settings = Settings()
+    engine = create_engine_for(settings.database_url)
+    cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
+    report, close = _stage_bars(not args.no_progress and sys.stderr.isatty())
+    try:
+        sessions = make_sessionmaker(engine)
+        try:
+            job = RetrainService(sessions, queue=None).create(request)
+        except ApiError as error:
+            print(f"arbiter train: error: {error.detail}", file=sys.stderr)
+            return 2
+        print(f"retrain job {job.id}", file=sys.stderr)
+        out = run_retrain_job(sessions, cache, job.id, on_progress=report)
+    finally:
+        close()
+        cache.close()
+        engine.dispose()
+    if out is None:
+        return 1
+    print(
+        json.dumps(
+            out.model_dump(mode="json", include={"id", "status", "version", "metrics", "error"})
+        )
+    )
+    return 0 if out.status == "succeeded" else 1
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    from app.settings import Settings
+    from app.worker import serve
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return serve(Settings(), burst=args.burst, queue=args.queue)
+    except ValueError as error:
+        print(f"arbiter worker: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,518 @@
+"""Retraining learned policies: the admin API's jobs, the queues that carry them, the run.
+
+`POST /admin/retrain` validates the request, records a `retrain_jobs` row
+(`queued`) and hands its id to a queue; it never trains in the request path.
+
+* With Redis (`ARBITER_REDIS_URL`), the queue is RQ's, named by
+  `ARBITER_RETRAIN_QUEUE` (default `arbiter-retrain`), served by `arbiter worker`
+  processes. Jobs carry only the retrain job's id, JSON-serialised: the worker
+  reads the request from the database and its own configuration from the same
+  `ARBITER_*` environment as the service (no connection string travels).
+* Without Redis, :class:`LocalProcessQueue` runs the jobs one at a time, each
+  in a fresh process of this machine (multiprocessing, spawn), so training
+  never competes with requests for the interpreter.
+
+:func:`run_retrain_job` is the run itself, shared by the worker, the local
+process and `arbiter train`: read the window's decisions, train
+(:mod:`training.dl2.retrain`), store the candidate as a new version with its
+metrics and parent, activate it through :class:`ModelService` (so replicas hear
+of it) when it wins or when asked to, and record the outcome. Progress
+(`{"stage", "fraction"}`) is written to the job as it goes.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.errors import InvalidRequestError, NotFoundError, UnavailableError
+from app.schemas import RetrainJobOut, RetrainProgressOut, RetrainRequest
+from app.services.models import ModelService
+from policies.model import Problem
+from storage.cache import Cache
+from storage.models import RetrainJob, RetrainStatus
+from storage.repositories import (
+    DecisionRepository,
+    ModelVersionRepository,
+    RetrainJobRepository,
+)
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+RETRAINABLE = ("dl2",)
+"""Learned policies (model keys) that have a retraining pipeline."""
+
+PROGRESS_EVERY_S = 1.0
+"""Progress is written at most this often (and at every stage change)."""
+
+Progress = Callable[[str, float], None]
+
+
+def job_out(job: RetrainJob) -> RetrainJobOut:
+    progress = job.progress or None
+    return RetrainJobOut(
+        id=job.id,
+        policy=job.policy,
+        status=job.status,
+        progress=RetrainProgressOut.model_validate(progress) if progress else None,
+        version=job.version,
+        metrics=job.metrics,
+        error=job.error,
+        params=job.params,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+class RetrainQueue(Protocol):
+    """Where accepted retrain jobs wait for a process to run them."""
+
+    @property
+    def kind(self) -> str:
+        """`rq:<queue name>` or `local-process`."""
+        ...
+
+    def enqueue(self, job_id: str) -> None:
+        """Hand the job over; raises when it cannot be (the job is then failed)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def normalized(request: RetrainRequest) -> RetrainRequest:
+    """`since` and `steps` (DESIGN's short forms) folded into `window` and `budget`.
+
+    Raises :class:`InvalidRequestError` when a short form contradicts the long one.
+    """
+    problems: list[Problem] = []
+    window, budget = request.window, request.budget
+    if request.since is not None:
+        if window.since is not None and window.since != request.since:
+            problems.append(Problem(path="since", message="give `since` or `window.since`"))
+        window = window.model_copy(update={"since": request.since})
+    if request.steps is not None:
+        if "updates" in budget.model_fields_set and budget.updates != request.steps:
+            problems.append(Problem(path="steps", message="give `steps` or `budget.updates`"))
+        budget = budget.model_copy(update={"updates": request.steps})
+    if window.since is not None and window.until is not None and window.since >= window.until:
+        problems.append(Problem(path="window.until", message="must be later than window.since"))
+    if problems:
+        raise InvalidRequestError(f"{problems[0].path}: {problems[0].message}", problems)
+    return request.model_copy(
+        update={"window": window, "budget": budget, "since": None, "steps": None}
+    )
+
+
+class RetrainService:
+    """The admin API's side: validate, record, enqueue, report."""
+
+    def __init__(self, sessions: sessionmaker[Session], queue: RetrainQueue | None) -> None:
+        self.sessions = sessions
+        self.queue = queue
+
+    def create(self, request: RetrainRequest) -> RetrainJobOut:
+        """Validate `request` and record it as a queued job (not yet enqueued).
+
+        422 for a policy that cannot be retrained or a window with no logged
+        decision (the job would have nothing to imitate); 503 when the database
+        is away.
+        """
+        if request.policy not in RETRAINABLE:
+            raise InvalidRequestError(
+                f"policy: {request.policy!r} is not a learned policy that can be retrained; "
+                f"retrainable: {', '.join(RETRAINABLE)}",
+                [Problem(path="policy", message="not a retrainable learned policy")],
+            )
+        request = normalized(request)
+        window = request.window
+        try:
+            with self.sessions.begin() as session:
+                logged = DecisionRepository(session).count_in_window(
+                    window.since, window.until, request.profile
+                )
+                if logged == 0:
+                    where = f" of profile {request.profile!r}" if request.profile else ""
+                    raise InvalidRequestError(
+                        f"window: no decision{where} logged between "
+                        f"{window.since or 'the beginning'} and {window.until or 'now'}",
+                        [Problem(path="window", message="no logged decision in the window")],
+                    )
+                job = RetrainJobRepository(session).create(
+                    request.policy, request.model_dump(mode="json", exclude={"since", "steps"})
+                )
+                return job_out(job)
+        except SQLAlchemyError as error:
+            raise UnavailableError(
+                f"the database is unavailable ({type(error).__name__}); retry later"
+            ) from error
+
+    def start(self, request: RetrainRequest) -> RetrainJobOut:
+        """Record the job and enqueue it; the job runs elsewhere."""
+        if self.queue is None:
+            raise UnavailableError("retraining is not available in this process")
+        job = self.create(request)
+        try:
+            self.queue.enqueue(job.id)
+        except Exception as error:
+            logger.warning("could not enqueue retrain job %s: %s", job.id, error)
+            detail = f"could not enqueue on {self.queue.kind}: {type(error).__name__}: {error}"
+            _finish(self.sessions, job.id, RetrainStatus.FAILED, error=detail)
+            raise UnavailableError(detail) from error
+        return job
+
+    def get(self, job_id: str) -> RetrainJobOut:
+        try:
+            with self.sessions() as session:
+                job = RetrainJobRepository(session).get(job_id)
+                if job is None:
+                    raise NotFoundError(f"no retrain job {job_id!r}")
+                return job_out(job)
+        except SQLAlchemyError as error:
+            raise UnavailableError(
+                f"the database is unavailable ({type(error).__name__}); retry later"
+            ) from error
+
+
+def _finish(
+    sessions: sessionmaker[Session],
+    job_id: str,
+    status: RetrainStatus,
+    *,
+    version: str | None = None,
+    metrics: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> bool:
+    """Move a job to a final status unless it already has one; whether it moved."""
+    with sessions.begin() as session:
+        repository = RetrainJobRepository(session)
+        job = repository.get(job_id)
+        if job is None or job.status in (RetrainStatus.SUCCEEDED, RetrainStatus.FAILED):
+            return False
+        repository.update_status(job_id, status, version=version, metrics=metrics, error=error)
+        return True
+
+
+def fail_unfinished(sessions: sessionmaker[Session], job_id: str, reason: str) -> bool:
+    """Fail a job that did not finish (its process died, timed out, or was stopped)."""
+    try:
+        return _finish(sessions, job_id, RetrainStatus.FAILED, error=reason)
+    except SQLAlchemyError:
+        logger.exception("could not record that retrain job %s failed", job_id)
+        return False
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+class _ProgressWriter:
+    """Writes `{"stage", "fraction"}` to the job at most every second and at stage changes."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: str, also: Progress | None) -> None:
+        self.sessions = sessions
+        self.job_id = job_id
+        self.also = also
+        self._stage = ""
+        self._written_at = 0.0
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        if self.also is not None:
+            self.also(stage, fraction)
+        now = time.monotonic()
+        if stage == self._stage and fraction < 1.0 and now - self._written_at < PROGRESS_EVERY_S:
+            return
+        self._stage, self._written_at = stage, now
+        try:
+            with self.sessions.begin() as session:
+                RetrainJobRepository(session).update_progress(self.job_id, stage, fraction)
+        except SQLAlchemyError as error:  # progress is informative: never fail a run for it
+            logger.warning("could not record progress of retrain job %s: %s", self.job_id, error)
+
+
+@dataclass(frozen=True)
+class _Incumbent:
+    weights: bytes | None
+    """The active version's weights; None: no version active, the shipped model."""
+    version: str
+
+
+def _incumbent(session: Session, policy: str) -> _Incumbent:
+    row = ModelVersionRepository(session).active(policy)
+    if row is not None:
+        return _Incumbent(weights=row.weights, version=row.version)
+    from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415 - loads torch
+
+    return _Incumbent(weights=None, version=shipped_model().version)
+
+
+def _records(
+    sessions: sessionmaker[Session], request: RetrainRequest
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    with sessions() as session:
+        yield from DecisionRepository(session).snapshots_and_decisions(
+            request.window.since,
+            request.window.until,
+            request.profile,
+            limit=request.budget.max_records,
+        )
+
+
+def new_version_name(weights: bytes, now: datetime | None = None) -> str:
+    """`YYYYMMDD-HHMMSS-` and 8 hex digits of the weights' SHA-256: sortable, names the bytes."""
+    moment = now or datetime.now(UTC)
+    return f"{moment:%Y%m%d-%H%M%S}-{hashlib.sha256(weights).hexdigest()[:8]}"
+
+
+def _train_dl2(
+    sessions: sessionmaker[Session],
+    request: RetrainRequest,
+    incumbent: _Incumbent,
+    progress: Progress,
+) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]]:
+    """(weights, metrics, candidate wins, model metadata) of a retrained DL2."""
+    from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch, only here
+    from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415
+    from training.dl2.retrain import RetrainBudget, retrain  # noqa: PLC0415
+
+    model = (
+        Dl2Model.from_bytes(incumbent.weights)
+        if incumbent.weights is not None
+        else shipped_model().model
+    )
+    budget = RetrainBudget(**request.budget.model_dump())
+    result = retrain(
+        _records(sessions, request),
+        model,
+        budget,
+        seed=request.seed,
+        start=request.start,
+        on_progress=progress,
+    )
+    return result.model.to_bytes(), result.metrics(), result.candidate_wins, result.model.meta()
+
+
+def run_retrain_job(
+    sessions: sessionmaker[Session],
+    cache: Cache,
+    job_id: str,
+    *,
+    on_progress: Progress | None = None,
+) -> RetrainJobOut | None:
+    """Run a queued job to its end and record the outcome; None when it was not runnable.
+
+    Never raises for a failed training: the failure is the job's `error`. A job
+    that is not `queued` (already taken by another worker, or finished) is left
+    alone.
+    """
+    from training.dl2.retrain import RetrainError  # noqa: PLC0415 - loads torch
+
+    with sessions.begin() as session:
+        repository = RetrainJobRepository(session)
+        job = repository.get(job_id)
+        if job is None:
+            logger.error("retrain job %s does not exist here; skipped", job_id)
+            return None
+        if job.status != RetrainStatus.QUEUED:
+            logger.warning("retrain job %s is %s, not queued; skipped", job_id, job.status)
+            return None
+        repository.update_status(job_id, RetrainStatus.RUNNING)
+        request = RetrainRequest.model_validate(job.params)
+    progress = _ProgressWriter(sessions, job_id, on_progress)
+    try:
+        progress("loading", 0.0)
+        with sessions() as session:
+            incumbent = _incumbent(session, request.policy)
+        weights, metrics, wins, model_meta = _train_dl2(sessions, request, incumbent, progress)
+        progress("storing", 0.0)
+        version = new_version_name(weights)
+        activate = request.activate == "always" or (request.activate == "if_better" and wins)
+        metrics = {**metrics, "incumbent_version": incumbent.version, "activated": activate}
+        meta = {
+            "parent": incumbent.version,
+            "retrain_job": job_id,
+            "window": {
+                "since": request.window.since.isoformat() if request.window.since else None,
+                "until": request.window.until.isoformat() if request.window.until else None,
+                "profile": request.profile,
+                "records": metrics.get("records"),
+            },
+            "budget": request.budget.model_dump(),
+            "seed": request.seed,
+            "start": request.start,
+            "metrics": metrics,
+            "model": model_meta,
+        }
+        with sessions.begin() as session:
+            ModelVersionRepository(session).add(request.policy, version, weights, meta)
+        if activate:
+            ModelService(sessions, cache).activate(request.policy, version)
+        progress("storing", 1.0)
+        _finish(sessions, job_id, RetrainStatus.SUCCEEDED, version=version, metrics=metrics)
+    except RetrainError as error:
+        _finish(sessions, job_id, RetrainStatus.FAILED, error=str(error))
+    except Exception as error:
+        logger.exception("retrain job %s failed", job_id)
+        fail_unfinished(sessions, job_id, f"{type(error).__name__}: {error}")
+    with sessions() as session:
+        finished = RetrainJobRepository(session).get(job_id)
+        return job_out(finished) if finished is not None else None
+
+
+def run_with_settings(
+    settings: Settings, job_id: str, *, on_progress: Progress | None = None
+) -> RetrainJobOut | None:
+    """:func:`run_retrain_job` on the database and cache `settings` name."""
+    from storage.cache import create_cache  # noqa: PLC0415
+    from storage.db import create_engine_for, make_sessionmaker  # noqa: PLC0415
+
+    engine = create_engine_for(settings.database_url)
+    cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
+    try:
+        return run_retrain_job(make_sessionmaker(engine), cache, job_id, on_progress=on_progress)
+    finally:
+        cache.close()
+        engine.dispose()
+
+
+# -- queues -----------------------------------------------------------------------------------
+
+
+class RqRetrainQueue:
+    """RQ on Redis; `arbiter worker` serves it (see :mod:`app.worker`)."""
+
+    def __init__(self, redis_url: str, name: str, timeout_s: int) -> None:
+        import redis  # noqa: PLC0415
+        from rq import Queue  # noqa: PLC0415
+        from rq.serializers import JSONSerializer  # noqa: PLC0415
+
+        # Short timeouts: an unreachable Redis answers the admin with a 503, not a hang.
+        self._connection = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=2, socket_timeout=5
+        )
+        self._queue = Queue(name, connection=self._connection, serializer=JSONSerializer)
+        self._timeout_s = timeout_s
+
+    @property
+    def kind(self) -> str:
+        return f"rq:{self._queue.name}"
+
+    def enqueue(self, job_id: str) -> None:
+        from rq import Callback  # noqa: PLC0415
+
+        self._queue.enqueue_call(
+            "app.worker.retrain_task",
+            args=(job_id,),
+            job_id=job_id,
+            timeout=self._timeout_s,
+            result_ttl=24 * 3600,
+            failure_ttl=7 * 24 * 3600,
+            on_failure=Callback("app.worker.retrain_task_failed"),
+        )
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+class LocalProcessQueue:
+    """No Redis: jobs run one after another, each in a new process of this machine.
+
+    A dispatcher thread starts the processes (spawned, not forked: this process
+    has threads) and waits for them; `on_finished` is told after each (the model
+    watcher checks at once, so an activation is served without waiting for the
+    next interval). On close, the running process is stopped and unfinished jobs
+    are failed with a reason.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        on_finished: Callable[[], None] | None = None,
+    ) -> None:
+        self._settings = settings.model_dump(mode="json")
+        self._sessions = sessions
+        self._on_finished = on_finished
+        self._pending: collections.deque[str] = collections.deque()
+        self._lock = threading.Condition()
+        self._closed = False
+        self._running: tuple[str, BaseProcess] | None = None
+        self._thread = threading.Thread(target=self._run, name="arbiter-retrain", daemon=True)
+        self._thread.start()
+
+    @property
+    def kind(self) -> str:
+        return "local-process"
+
+    def enqueue(self, job_id: str) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the service is stopping")
+            self._pending.append(job_id)
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+            self._pending.clear()
+            running = self._running
+            self._lock.notify_all()
+        if running is not None and running[1].is_alive():
+            running[1].terminate()
+        self._thread.join(timeout=10.0)
+        for job_id in pending + ([running[0]] if running is not None else []):
+            fail_unfinished(self._sessions, job_id, "the service stopped before the job finished")
+
+    def _run(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        while True:
+            with self._lock:
+                while not self._pending and not self._closed:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                job_id = self._pending.popleft()
+                process = context.Process(
+                    target=_run_in_process,
+                    args=(self._settings, job_id),
+                    name=f"arbiter-retrain-{job_id}",
+                )
+                process.start()
+                self._running = (job_id, process)
+            process.join()
+            with self._lock:
+                self._running = None
+                closed = self._closed
+            if not closed and process.exitcode != 0:
+                fail_unfinished(
+                    self._sessions,
+                    job_id,
+                    f"the retraining process exited with code {process.exitcode}",
+                )
+            if self._on_finished is not None:
+                self._on_finished()
+
+
+def _run_in_process(settings_json: dict[str, Any], job_id: str) -> None:
+    """Entry point of a local retraining process."""
+    from app.settings import Settings  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.INFO)
+    run_with_settings(Settings.model_validate(settings_json), job_id)

@@ -1,0 +1,111 @@
+"""The retraining pipeline on a tiny budget: stages, verdict, metrics, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies.learned.dl2.features import Dl2Config
+from policies.learned.dl2.network import Dl2Model
+from training.dl2.episodes import EpisodeSpec
+from training.dl2.imitation import simulated_records, teacher_profile
+from training.dl2.retrain import EpisodeSets, RetrainBudget, RetrainError, retrain
+
+TINY = RetrainBudget(
+    imitation_epochs=2,
+    updates=1,
+    episodes_per_update=1,
+    jobs=8,
+    validation_episodes=0,
+    held_out_episodes=1,
+)
+
+
+@pytest.fixture(scope="module")
+def episode(tmp_path_factory: pytest.TempPathFactory) -> EpisodeSpec:
+    """Eight elastic jobs on two 4-GPU nodes: contended, and well under a second to run."""
+    folder = tmp_path_factory.mktemp("retrain")
+    rows = ["job_id,submit_time_s,num_gpus,duration_s"]
+    for i, (gpus, duration) in enumerate([(1, 900), (2, 1800), (1, 600), (4, 1200)] * 2):
+        rows.append(f"t{i},{i * 120},{gpus},{duration}")
+    trace = folder / "tiny.csv"
+    trace.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    group = {
+        "count": 2,
+        "gpus": 4,
+        "gpu_type": "V100",
+        "gpu_memory_gb": 32,
+        "cpus": 64,
+        "memory_gb": 512,
+        "pool": "training",
+        "rack_size": 16,
+        "price_per_gpu_hour": 3.0,
+    }
+    cluster = folder / "tiny.json"
+    cluster.write_text(json.dumps({"name": "tiny", "node_groups": [group]}), encoding="utf-8")
+    return EpisodeSpec(trace=str(trace), cluster=str(cluster), jobs=8, elastic_fraction=1.0, seed=3)
+
+
+@pytest.fixture(scope="module")
+def incumbent(episode: EpisodeSpec) -> Dl2Model:
+    families = tuple(sorted({j.family for j in episode.job_specs()}))
+    return Dl2Model.initial(Dl2Config(window=4, families=families, hidden=(16, 8)), seed=5)
+
+
+def test_retrain_walks_the_stages_and_judges_the_candidate_against_the_incumbent(
+    episode: EpisodeSpec, incumbent: Dl2Model
+) -> None:
+    records = list(simulated_records([episode], teacher_profile("drf")))
+    before = incumbent.to_bytes()
+    seen: list[tuple[str, float]] = []
+
+    result = retrain(
+        records,
+        incumbent,
+        TINY,
+        episodes=EpisodeSets(training=[episode], validation=[], held_out=[episode]),
+        on_progress=lambda stage, fraction: seen.append((stage, fraction)),
+    )
+
+    stages = list(dict.fromkeys(stage for stage, _ in seen))
+    assert stages == ["demonstrations", "imitation", "rl", "evaluation"]
+    assert all(0.0 <= fraction <= 1.0 for _, fraction in seen)
+    assert seen[-1] == ("evaluation", 1.0)
+    metrics = result.metrics()
+    assert metrics["records"] == len(records)
+    assert int(metrics["demonstrations"]) > 0
+    assert metrics["ppo_updates"] == 1
+    assert metrics["episodes"] == 1
+    assert metrics["candidate_wins"] is result.candidate_wins
+    assert result.model.config == incumbent.config
+    assert result.model.to_bytes() != before
+    assert incumbent.to_bytes() == before
+
+
+def test_records_without_any_scaling_to_imitate_fail_with_a_reason(
+    episode: EpisodeSpec, incumbent: Dl2Model
+) -> None:
+    records = [
+        (snapshot, decision.model_copy(update={"scaling": ()}))
+        for snapshot, decision in simulated_records([episode], teacher_profile("drf"))
+    ]
+    sets = EpisodeSets(training=[episode], validation=[], held_out=[episode])
+
+    with pytest.raises(RetrainError, match="no scaling DL2 can imitate"):
+        retrain(records, incumbent, TINY, episodes=sets)
+
+
+def test_without_a_held_out_episode_there_is_no_verdict(incumbent: Dl2Model) -> None:
+    with pytest.raises(RetrainError, match="held-out"):
+        retrain([], incumbent, TINY, episodes=EpisodeSets([], [], []))
+
+
+def test_the_default_episodes_follow_the_budget() -> None:
+    sets = EpisodeSets.for_budget(
+        RetrainBudget(jobs=12, validation_episodes=1, held_out_episodes=2)
+    )
+
+    assert len(sets.validation) == 1
+    assert len(sets.held_out) == 2
+    assert {spec.jobs for spec in [*sets.training, *sets.validation, *sets.held_out]} == {12}
