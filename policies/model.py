@@ -210,9 +210,15 @@ class Job(Frozen):
         """GPUs at the requested worker count."""
         return self.workers * self.gpus_per_worker
 
-    @cached_property
+    @property
     def placed_gpus(self) -> int:
-        return sum(len(a.gpu_indices) for a in self.placement)
+        # Not cached: on Python 3.11 a cached_property takes a lock on every first read,
+        # and each round's snapshot holds new Job objects, so caching cost more than
+        # this sum (usually over one assignment).
+        placement = self.placement
+        if len(placement) == 1:
+            return len(placement[0].gpu_indices)
+        return sum(len(a.gpu_indices) for a in placement)
 
     @property
     def placed_workers(self) -> int:

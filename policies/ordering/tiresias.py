@@ -37,7 +37,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from policies.decision import Decision, Stage
-from policies.model import Job
+from policies.model import Job, JobState
 from policies.protocols import Context, Ordering
 
 STATE_KEY = "tiresias"
@@ -120,7 +120,15 @@ class Tiresias:
             executed -= offsets[1]
             pending -= offsets[2]
         factor = self.params.starvation_factor
-        if factor > 0 and executed > 0 and pending > 0 and pending >= factor * executed:
+        # Only a waiting job can starve (as in the authors' simulator, which checks its
+        # pending queue); a running one keeps the queue its service says.
+        if (
+            factor > 0
+            and executed > 0
+            and pending >= factor * executed
+            and pending > 0
+            and job.state is not JobState.RUNNING
+        ):
             return 0, True
         return bisect_right(self.params.queue_thresholds_gpu_s, attained), False
 
@@ -149,6 +157,8 @@ class Tiresias:
         kept = self._promotions(ctx)
         out: dict[str, JsonValue] = {}
         for job in ctx.snapshot.jobs:
+            if job.executed_time_s <= 0 and job.id not in kept:
+                continue  # never ran, never promoted: nothing to remember
             _, promoted = self._standing(ctx, job, kept)
             offsets = self._counters(ctx, job) if promoted else kept.get(job.id)
             if offsets is not None:
