@@ -255,9 +255,11 @@ def summary(results: list[tuple[Window, int, Rows]]) -> list[str]:
             line += (
                 f" Tiresias changes mean JCT by {_pct(tiresias['avg_jct_s'], fifo['avg_jct_s'])}"
                 f" with {tiresias['preemptions']:,} preemptions for {tiresias['jobs']:,} jobs; "
-                "each costs a restart (up to 250 s in the measured model), and the starvation "
-                "guard of policies/ordering/tiresias.py, reckoned from each snapshot without "
-                "memory, can promote and demote the same job round after round."
+                "each costs a restart (up to 250 s in the measured model). Tiresias knows no "
+                "durations, SRTF knows them exactly; its starvation guard keeps each promotion "
+                "as policy state (policies/ordering/tiresias.py), so a promoted job holds the "
+                "top queue until it earns the first threshold again instead of flipping "
+                "between queues round after round."
             )
         lines.append(line)
     rejecting = sorted({n for _, _, rows in results for n, m in rows if m["jobs_rejected"]})
