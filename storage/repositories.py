@@ -102,13 +102,7 @@ class DecisionRepository:
         cluster_id: str | None = None,
     ) -> Sequence[Decision]:
         """Decisions with ``since <= created_at < until``, oldest first (ties by id)."""
-        query = select(Decision)
-        if since is not None:
-            query = query.where(Decision.created_at >= since)
-        if until is not None:
-            query = query.where(Decision.created_at < until)
-        if profile is not None:
-            query = query.where(Decision.profile == profile)
+        query = _window(select(Decision), since, until, profile)
         if cluster_id is not None:
             query = query.where(Decision.cluster_id == cluster_id)
         query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
