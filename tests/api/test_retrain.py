@@ -54,6 +54,9 @@ def test_retrain_without_redis_runs_in_a_local_process_and_the_service_swaps_to_
     assert job["progress"] == {"stage": "storing", "fraction": 1.0}
     assert job["metrics"]["activated"] is True
     assert job["metrics"]["records"] == 3
+    # Three decisions on four jobs fill no 8-job episode: RL played the shared traces.
+    assert job["metrics"]["rl_episodes"] == "shared-traces"
+    assert job["metrics"]["logged_jobs"] == 4
     assert job["started_at"] is not None
     assert job["finished_at"] is not None
     assert before.startswith("1+shipped-")

@@ -1,16 +1,27 @@
-"""The retraining pipeline on a tiny budget: stages, verdict, metrics, refusals."""
+"""The retraining pipeline on a tiny budget: stages, verdict, metrics, RL's episodes, refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import pytest
 
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
+from policies.registry import build_registry
+from simulator.deciders import EngineDecider
 from training.dl2.episodes import EpisodeSpec
 from training.dl2.imitation import simulated_records, teacher_profile
-from training.dl2.retrain import EpisodeSets, RetrainBudget, RetrainError, retrain
+from training.dl2.logged import logged_episodes
+from training.dl2.retrain import (
+    EpisodeSets,
+    RetrainBudget,
+    RetrainError,
+    RetrainResult,
+    retrain,
+)
 
 TINY = RetrainBudget(
     imitation_epochs=2,
@@ -45,6 +56,15 @@ def episode(tmp_path_factory: pytest.TempPathFactory) -> EpisodeSpec:
     cluster = folder / "tiny.json"
     cluster.write_text(json.dumps({"name": "tiny", "node_groups": [group]}), encoding="utf-8")
     return EpisodeSpec(trace=str(trace), cluster=str(cluster), jobs=8, elastic_fraction=1.0, seed=3)
+
+
+@pytest.fixture(scope="module")
+def logged(episode: EpisodeSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """DRF's decisions on the episode's eight jobs, as JSON, as the decision log stores them."""
+    return [
+        (snapshot.model_dump(mode="json"), decision.model_dump(mode="json"))
+        for snapshot, decision in simulated_records([episode], teacher_profile("drf"))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +129,79 @@ def test_the_default_episodes_follow_the_budget() -> None:
     assert len(sets.validation) == 1
     assert len(sets.held_out) == 2
     assert {spec.jobs for spec in [*sets.training, *sets.validation, *sets.held_out]} == {12}
+
+
+def _retrain_on_log(
+    records: list[tuple[dict[str, Any], dict[str, Any]]],
+    incumbent: Dl2Model,
+    episode: EpisodeSpec,
+    budget: RetrainBudget = TINY,
+) -> RetrainResult:
+    # The shared-trace sets are stood in for by the tiny episode: the real windows take longer.
+    sets = EpisodeSets(training=[episode], validation=[], held_out=[episode])
+    return retrain(records, incumbent, budget, seed=2, episodes=sets)
+
+
+@pytest.fixture(scope="module")
+def logged_run(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
+) -> RetrainResult:
+    return _retrain_on_log(logged, incumbent, episode)
+
+
+def test_rl_plays_the_logged_jobs_when_they_fill_an_episode(logged_run: RetrainResult) -> None:
+    metrics = logged_run.metrics()
+
+    assert metrics["rl_episodes"] == "logged"
+    assert (metrics["logged_jobs"], metrics["logged_episodes"]) == (8, 1)
+    assert metrics["logged_jobs_skipped"] == 0
+    assert logged_run.logged is not None
+    (played,) = logged_run.logged.episodes
+    assert played.trace == "log:tiny"
+    assert played.job_specs()[0].submit_time == 0.0
+
+
+def test_rl_falls_back_to_the_shared_traces_when_the_log_is_short_of_an_episode(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
+) -> None:
+    result = _retrain_on_log(logged, incumbent, episode, dataclasses.replace(TINY, jobs=9))
+
+    metrics = result.metrics()
+    assert metrics["rl_episodes"] == "shared-traces"
+    assert (metrics["logged_jobs"], metrics["logged_episodes"]) == (8, 0)
+    assert metrics["logged_jobs_left_over"] == 8
+    assert metrics["ppo_updates"] == 1
+
+
+def test_an_imitation_only_budget_plays_no_episode(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
+) -> None:
+    result = _retrain_on_log(logged, incumbent, episode, dataclasses.replace(TINY, updates=0))
+
+    assert result.metrics()["rl_episodes"] == "none"
+
+
+def test_retraining_on_the_log_with_one_seed_gives_the_same_candidate(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]],
+    incumbent: Dl2Model,
+    episode: EpisodeSpec,
+    logged_run: RetrainResult,
+) -> None:
+    again = _retrain_on_log(logged, incumbent, episode)
+
+    assert again.model.to_bytes() == logged_run.model.to_bytes()
+    assert again.ppo_log[0]["mean_reward"] == logged_run.ppo_log[0]["mean_reward"]
+    assert again.comparison == logged_run.comparison
+
+
+def test_an_episode_replayed_from_its_own_log_runs_as_the_original(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], episode: EpisodeSpec
+) -> None:
+    (replayed,) = logged_episodes(logged, episode.jobs, seed=episode.seed).episodes
+    decide = EngineDecider(teacher_profile("drf"), build_registry())
+
+    original = episode.simulation().run(decide).metrics
+    again = replayed.simulation().run(decide).metrics
+
+    assert again["avg_jct_s"] == original["avg_jct_s"]
+    assert again["jobs_completed"] == original["jobs_completed"] == episode.jobs

@@ -11,6 +11,10 @@ which is what DL2 decides, so the episode fills them with
 Long jobs can be capped (`max_duration_s`) so an episode takes seconds, not a
 simulated week.
 
+An episode can also be given its jobs and cluster outright
+(:meth:`EpisodeSpec.from_jobs`): that is how jobs read back from the decision
+log are replayed (:mod:`training.dl2.logged`).
+
 Every field fixes the episode: the same spec gives the same jobs and the same
 simulation for a seed.
 """
@@ -50,8 +54,42 @@ class EpisodeSpec:
     ps_fraction: float = 0.3
     seed: int = 0
     """Fills the workload options and draws the machines' speed variation."""
+    given_jobs: tuple[JobSpec, ...] | None = None
+    """Jobs given outright (:meth:`from_jobs`); then `trace` is only a label, and the
+    workload options and `start` do not apply."""
+    given_cluster: ClusterSpec | None = None
+    """A cluster given outright (:meth:`from_jobs`); then `cluster` is only a label."""
+
+    @classmethod
+    def from_jobs(
+        cls,
+        jobs: Sequence[JobSpec],
+        cluster: ClusterSpec,
+        *,
+        label: str,
+        start: int = 0,
+        max_duration_s: float | None = 7200.0,
+        seed: int = 0,
+    ) -> EpisodeSpec:
+        """An episode of these jobs (in submission order) on this cluster.
+
+        `label` and `start` name the episode in scores (`label@start+jobs`);
+        durations are capped at `max_duration_s` as for trace windows.
+        """
+        return cls(
+            trace=label,
+            cluster=cluster.name,
+            start=start,
+            jobs=len(jobs),
+            max_duration_s=max_duration_s,
+            seed=seed,
+            given_jobs=tuple(jobs),
+            given_cluster=cluster,
+        )
 
     def job_specs(self) -> list[JobSpec]:
+        if self.given_jobs is not None:
+            return [_capped(job, self.max_duration_s) for job in self.given_jobs]
         rows = _trace_rows(_resolve(self.trace, traces_dir()), self.start + self.jobs)
         window = list(rows[self.start : self.start + self.jobs])
         if self.max_duration_s is not None:
@@ -63,7 +101,7 @@ class EpisodeSpec:
         return make_jobs(window, options, seed=self.seed)
 
     def cluster_spec(self) -> ClusterSpec:
-        spec = load_cluster(_resolve(self.cluster, clusters_dir()))
+        spec = self.given_cluster or load_cluster(_resolve(self.cluster, clusters_dir()))
         if self.cluster_fraction == 1.0:
             return spec
         groups = tuple(
@@ -83,6 +121,13 @@ class EpisodeSpec:
             options=SimOptions(record_timeseries=False),
             seed=self.seed,
         )
+
+
+def _capped(job: JobSpec, cap: float | None) -> JobSpec:
+    # The estimate shrinks with the work, as a trace window's estimate is its capped duration.
+    if cap is None or job.duration_s <= cap:
+        return job
+    return dataclasses.replace(job, duration_s=cap, estimate_s=min(job.estimate_s, cap))
 
 
 def _resolve(name: str, folder: Path) -> Path:

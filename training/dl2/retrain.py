@@ -9,17 +9,22 @@ stores nothing and activates nothing; the caller does (DESIGN §5).
 Stages, each reported to `on_progress(stage, fraction of that stage)`:
 
 1. `demonstrations`: the records replayed through DL2's round
-   (:func:`training.dl2.imitation.demonstrations`), one sample per inference.
+   (:func:`training.dl2.imitation.demonstrations`), one sample per inference;
+   the jobs their snapshots name cut into episodes
+   (:func:`training.dl2.logged.logged_episodes`).
 2. `imitation`: cross-entropy on them (§4.2), starting from the incumbent's
    weights (`start="incumbent"`: the log refines what is served) or from fresh
    ones (`"scratch"`: the paper's order, imitation before RL).
-3. `rl`: PPO in the simulator on the training episodes (§4.3), keeping the best
-   validated checkpoint when the budget has validation episodes.
+3. `rl`: PPO in the simulator (§4.3) on the logged jobs' episodes when the log
+   holds at least one full episode (`budget.jobs` jobs of one cluster), else on
+   the shared-trace training windows; the best validated checkpoint is kept
+   when the budget has validation episodes.
 4. `evaluation`: :func:`training.dl2.evaluation.compare` of the candidate against
    the incumbent on held-out episodes; `candidate_wins` is the activation rule.
 
-The episodes are windows of the shared traces (:mod:`training.dl2.episodes`),
-sized by the budget; the decision log feeds the imitation only.
+Validation and the verdict always run on fixed windows of the shared traces
+(:mod:`training.dl2.episodes`), sized by the budget: the same episodes for every
+retraining, so versions' scores compare, and never the episodes RL trained on.
 """
 
 from __future__ import annotations
@@ -38,12 +43,16 @@ from training.dl2.episodes import (
 )
 from training.dl2.evaluation import Comparison, compare
 from training.dl2.imitation import ImitationArgs, Record, demonstrations, imitate
+from training.dl2.logged import LoggedEpisodes, logged_episodes
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
 
 Progress = Callable[[str, float], None]
 """`(stage, fraction of the stage done)`; stages in order: see :data:`STAGES`."""
 
 Start = Literal["incumbent", "scratch"]
+
+RlEpisodes = Literal["logged", "shared-traces", "none"]
+"""Where the RL stage's episodes came from (`none`: no PPO update in the budget)."""
 
 STAGES = ("demonstrations", "imitation", "rl", "evaluation")
 
@@ -76,6 +85,7 @@ class EpisodeSets:
     """The simulated episodes of one retraining: RL, checkpoint validation, verdict."""
 
     training: Sequence[EpisodeSpec]
+    """RL's episodes when the log holds too few jobs for one episode of its own."""
     validation: Sequence[EpisodeSpec]
     held_out: Sequence[EpisodeSpec]
 
@@ -100,16 +110,25 @@ class RetrainResult:
     timings_s: dict[str, float] = field(default_factory=dict)
     imitation_log: list[dict[str, float]] = field(default_factory=list)
     ppo_log: list[dict[str, float]] = field(default_factory=list)
+    rl_episodes: RlEpisodes = "none"
+    logged: LoggedEpisodes | None = None
+    """The logged jobs and the episodes cut from them (whether RL used them or not)."""
 
     @property
     def candidate_wins(self) -> bool:
         return self.comparison.candidate_wins
 
-    def metrics(self) -> dict[str, float | int | bool]:
-        """Flat numbers for the version's metadata and the retrain job's `metrics`."""
-        out: dict[str, float | int | bool] = dict(self.comparison.metrics())
+    def metrics(self) -> dict[str, float | int | bool | str]:
+        """Flat values for the version's metadata and the retrain job's `metrics`."""
+        out: dict[str, float | int | bool | str] = dict(self.comparison.metrics())
         out["records"] = self.records
         out["demonstrations"] = self.demonstrations
+        out["rl_episodes"] = self.rl_episodes
+        if self.logged is not None:
+            out["logged_jobs"] = self.logged.jobs
+            out["logged_jobs_skipped"] = self.logged.skipped
+            out["logged_jobs_left_over"] = self.logged.left_over
+            out["logged_episodes"] = len(self.logged.episodes)
         if self.imitation_log:
             out["imitation_accuracy"] = self.imitation_log[-1]["accuracy"]
             out["imitation_loss"] = self.imitation_log[-1]["loss"]
@@ -131,16 +150,17 @@ def retrain(
 ) -> RetrainResult:
     """A candidate DL2 model from decision records, judged against `incumbent`.
 
+    RL plays episodes of the records' own jobs when they fill at least one
+    (:func:`training.dl2.logged.logged_episodes`), else `episodes.training`.
     Raises :class:`RetrainError` when the records teach nothing while imitation
-    is asked for (none has a scaling DL2 can replay), or when there is no
-    held-out episode to judge on. `incumbent` is not changed.
+    is asked for (none has a scaling DL2 can replay), when there is no
+    held-out episode to judge on, or when RL has no episode to play.
+    `incumbent` is not changed.
     """
     report = on_progress or (lambda _stage, _fraction: None)
     sets = episodes or EpisodeSets.for_budget(budget)
     if not sets.held_out:
         raise RetrainError("no held-out episode to judge the candidate on")
-    if budget.updates > 0 and not sets.training:
-        raise RetrainError("no training episode for the RL stage")
     timings: dict[str, float] = {}
     config = incumbent.config
 
@@ -149,6 +169,7 @@ def retrain(
         report("demonstrations", 0.0)
         rows = list(records)
         data = demonstrations(rows, config)
+        logged = logged_episodes(rows, budget.jobs, seed=seed)
         timings["demonstrations"] = time.perf_counter() - clock
         report("demonstrations", 1.0)
         if budget.imitation_epochs > 0 and len(data) == 0:
@@ -156,6 +177,16 @@ def retrain(
                 f"the {len(rows)} decision record(s) hold no scaling DL2 can imitate "
                 "(decisions without a scaling stage, or where no job could grow)"
             )
+        rl_episodes: RlEpisodes = "none"
+        training: Sequence[EpisodeSpec] = ()
+        if budget.updates > 0:
+            rl_episodes = "logged" if logged.episodes else "shared-traces"
+            training = logged.episodes or sets.training
+            if not training:
+                raise RetrainError(
+                    f"no episode for the RL stage: the log's {logged.jobs} usable job(s) "
+                    f"fill no episode of {budget.jobs}, and no shared-trace episode was given"
+                )
 
         clock = time.perf_counter()
         if start == "incumbent":
@@ -188,7 +219,7 @@ def retrain(
             report("rl", (row["update"] + 1) / budget.updates)
 
         ppo_log = train_ppo(
-            candidate, sets.training, ppo_args, validation=sets.validation, on_update=after_update
+            candidate, training, ppo_args, validation=sets.validation, on_update=after_update
         )
     report("rl", 1.0)
     timings["rl"] = time.perf_counter() - clock
@@ -207,6 +238,8 @@ def retrain(
         timings_s=timings,
         imitation_log=imitation_log,
         ppo_log=ppo_log,
+        rl_episodes=rl_episodes,
+        logged=logged,
     )
 
 

@@ -1,0 +1,178 @@
+"""Decision-log records to simulated episodes: jobs, windows, cluster, what is skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.model import ScalingRule, Snapshot
+from simulator.perf import GENERIC
+from training.dl2.logged import logged_episodes, simulated_family
+
+NODES = [
+    {"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "topology": {"rack": "r0"}} for i in range(2)
+]
+
+
+def job(job_id: str, submit_time: float, **fields: object) -> dict[str, Any]:
+    return {"id": job_id, "submit_time": submit_time, "estimated_duration_s": 600.0, **fields}
+
+
+def record(
+    jobs: list[dict[str, Any]],
+    *,
+    nodes: list[dict[str, Any]] | None = None,
+    cluster_id: str = "east",
+    now: float = 0.0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A logged (snapshot, decision) pair as the log stores it: JSON, validated on the way in."""
+    snapshot = {"cluster_id": cluster_id, "now": now, "nodes": nodes or NODES, "jobs": jobs}
+    Snapshot.model_validate(snapshot)
+    return snapshot, {"decision_id": "d"}
+
+
+def test_a_job_seen_in_many_snapshots_becomes_one_simulated_job_as_first_seen() -> None:
+    first = job(
+        "a",
+        100.0,
+        workers=2,
+        min_workers=1,
+        max_workers=8,
+        scaling_rule="power_of_two",
+        gpus_per_worker=2,
+        ps=1,
+        max_ps=3,
+        tenant="vision",
+        model="ResNet-50",
+    )
+    later = {**first, "workers": 4, "max_workers": 4, "estimated_duration_s": 9999.0}
+    records = [record([first]), record([later, job("b", 160.0)])]
+
+    found = logged_episodes(records, jobs_per_episode=2)
+
+    assert found.jobs == 2
+    (episode,) = found.episodes
+    a, b = episode.job_specs()
+    assert (a.id, b.id) == ("a", "b")
+    assert (a.workers, a.min_workers, a.max_workers) == (2, 1, 8)
+    assert a.scaling_rule is ScalingRule.POWER_OF_TWO
+    assert (a.gpus_per_worker, a.ps, a.max_ps) == (2, 1, 3)
+    assert (a.tenant, a.family) == ("vision", "resnet50")
+    assert a.duration_s == a.estimate_s == 600.0
+    assert (b.min_workers, b.max_workers, b.family) == (1, 1, GENERIC)
+
+
+def test_each_window_of_jobs_is_rebased_to_start_at_time_zero() -> None:
+    jobs = [job(f"j{i}", t) for i, t in enumerate([5000.0, 5100.0, 5400.0, 5460.0, 9000.0])]
+    records = [record(jobs[:3]), record(jobs[2:])]
+
+    found = logged_episodes(records, jobs_per_episode=2, seed=7)
+
+    assert [[j.submit_time for j in e.job_specs()] for e in found.episodes] == [
+        [0.0, 100.0],
+        [0.0, 60.0],
+    ]
+    assert [[j.id for j in e.job_specs()] for e in found.episodes] == [["j0", "j1"], ["j2", "j3"]]
+    assert [[j.index for j in e.job_specs()] for e in found.episodes] == [[0, 1], [0, 1]]
+    assert [e.seed for e in found.episodes] == [7, 8]
+    assert found.left_over == 1
+    assert found.clusters == ("east",)
+
+
+def test_jobs_without_any_logged_work_are_skipped_and_counted() -> None:
+    no_work = {"id": "none", "submit_time": 10.0}
+    late_estimate = {"id": "late", "submit_time": 20.0}
+    records = [
+        record([no_work, late_estimate, job("x", 30.0)]),
+        record([no_work, {**late_estimate, "estimated_duration_s": 1200.0}, job("x", 30.0)]),
+        record([job("y", 40.0, estimated_duration_s=None, total_work=900.0)]),
+    ]
+
+    found = logged_episodes(records, jobs_per_episode=3)
+
+    assert (found.jobs, found.skipped) == (3, 1)
+    (episode,) = found.episodes
+    assert {j.id: j.duration_s for j in episode.job_specs()} == {
+        "late": 1200.0,
+        "x": 600.0,
+        "y": 900.0,
+    }
+
+
+def test_the_duration_estimate_is_preferred_to_work_in_unknown_units() -> None:
+    records = [record([job("a", 0.0, estimated_duration_s=300.0, total_work=50.0)])]
+
+    (episode,) = logged_episodes(records, jobs_per_episode=1).episodes
+
+    assert episode.job_specs()[0].duration_s == 300.0
+
+
+def test_long_logged_jobs_are_capped_like_trace_windows() -> None:
+    records = [record([job("a", 0.0, estimated_duration_s=86_400.0)])]
+
+    (episode,) = logged_episodes(records, jobs_per_episode=1, max_duration_s=3600.0).episodes
+
+    assert episode.job_specs()[0].duration_s == 3600.0
+
+
+def test_the_cluster_is_the_latest_snapshots_training_gpu_nodes() -> None:
+    old = [NODES[0]]
+    latest = [
+        *NODES,
+        {"id": "big", "gpu_type": "A100", "gpus": 8, "topology": {"rack": "r1"}},
+        {"id": "serve", "gpu_type": "T4", "gpus": 1, "pool": "inference"},
+        {"id": "cpu", "gpu_type": "none", "gpus": 0},
+    ]
+    records = [record([job("a", 0.0)], nodes=old), record([job("b", 1.0)], nodes=latest)]
+
+    (episode,) = logged_episodes(records, jobs_per_episode=2).episodes
+    cluster = episode.cluster_spec()
+
+    assert cluster.name == "east"
+    assert [(g.gpu_type, g.count, g.gpus, g.rack_size) for g in cluster.node_groups] == [
+        ("V100", 2, 4, 2),
+        ("A100", 1, 8, 1),
+    ]
+    assert cluster.training_gpus() == 16
+
+
+def test_clusters_are_kept_apart() -> None:
+    other_nodes = [{"id": "m0", "gpu_type": "A100", "gpus": 8}]
+    records = [
+        record([job("a", 0.0), job("b", 5.0)]),
+        record([job("a", 3.0), job("c", 4.0)], nodes=other_nodes, cluster_id="west"),
+    ]
+
+    found = logged_episodes(records, jobs_per_episode=2)
+
+    assert found.clusters == ("east", "west")
+    east, west = found.episodes
+    assert [j.id for j in east.job_specs()] == ["a", "b"]
+    assert [j.id for j in west.job_specs()] == ["a", "c"]
+    assert west.cluster_spec().node_groups[0].gpu_type == "A100"
+
+
+def test_jobs_of_a_cluster_without_gpu_nodes_are_skipped() -> None:
+    records = [record([job("a", 0.0)], nodes=[{"id": "cpu", "gpu_type": "none", "gpus": 0}])]
+
+    found = logged_episodes(records, jobs_per_episode=1)
+
+    assert (found.episodes, found.jobs, found.skipped) == ((), 0, 1)
+
+
+def test_snapshot_models_and_their_json_give_the_same_episodes() -> None:
+    records = [record([job("a", 0.0), job("b", 10.0, max_workers=2)]), record([job("c", 20.0)])]
+    as_models = [(Snapshot.model_validate(s), d) for s, d in records]
+
+    assert logged_episodes(as_models, 3) == logged_episodes(records, 3)
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [("resnet50", "resnet50"), ("ResNet-18", "resnet18"), ("BERT", "bert"), ("my-llm", GENERIC)],
+)
+def test_logged_models_map_to_simulated_families_or_the_generic_one(
+    model: str, family: str
+) -> None:
+    assert simulated_family(model) == family
