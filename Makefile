@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 dl2-model openapi clean
+.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,12 @@ bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
 	$(BIN)/python scripts/make_results.py
+
+results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility (section of docs/results.md, ~6 min)
+	$(BIN)/python scripts/evidence_oasis.py
+
+results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
+	$(BIN)/python scripts/evidence_aryl.py
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
 	$(BIN)/python scripts/evidence_dl2.py

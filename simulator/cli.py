@@ -41,7 +41,7 @@ from simulator.metrics import SimulationResult
 from simulator.report import metrics_table, results_json, write_report
 from simulator.runner import RunConfig, simulate
 from simulator.traces import TraceError, read_trace
-from simulator.workload import WorkloadError, WorkloadOptions
+from simulator.workload import UTILITY_FORMS, UTILITY_VALUES, WorkloadError, WorkloadOptions
 
 
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,15 +79,36 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         default="all",
         help="Model families: all, gavel, pollux, generic, a family, or a comma list.",
     )
-    fill.add_argument("--elastic-fraction", type=float, default=0.0)
-    fill.add_argument("--ps-fraction", type=float, default=0.0)
+    fill.add_argument(
+        "--elastic-fraction",
+        type=float,
+        default=0.0,
+        help="Share of jobs (seeded draw per job) that accept half to twice their workers.",
+    )
+    fill.add_argument(
+        "--ps-fraction",
+        type=float,
+        default=0.0,
+        help="Share of jobs (seeded draw per job) trained with parameter servers.",
+    )
     fill.add_argument(
         "--estimate-error",
         type=float,
         default=0.0,
         help="Sigma of log-normal noise on duration estimates (0: perfect estimates).",
     )
-    fill.add_argument("--utility", choices=("none", "sigmoid"), default="none")
+    fill.add_argument(
+        "--utility",
+        choices=UTILITY_FORMS,
+        default="none",
+        help="Job utilities (OASiS, the utility metric): sigmoid decay or a step deadline.",
+    )
+    fill.add_argument(
+        "--utility-value",
+        choices=UTILITY_VALUES,
+        default="gpu-hours",
+        help="A utility's value: the job's GPU-hours, or a seeded priority in [1, 10].",
+    )
     sim = parser.add_argument_group("simulator")
     sim.add_argument(
         "--round-period",
@@ -103,9 +124,18 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--loan-idle",
         action="store_true",
-        help="Lend idle inference servers to training (clusters with an inference pool).",
+        help=(
+            "Lend idle inference servers to training (clusters with an inference pool); "
+            "they return through the profile's reclaim policy when demand rises."
+        ),
     )
-    sim.add_argument("--inference-offset", type=float, default=0.0, metavar="SECONDS")
+    sim.add_argument(
+        "--inference-offset",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Point of the inference series at simulated time 0 (default: day 5 of it).",
+    )
     sim.add_argument("--no-progress", action="store_true", help="No progress bar.")
 
 
@@ -119,9 +149,12 @@ def _config(args: argparse.Namespace) -> RunConfig:
             ps_fraction=args.ps_fraction,
             estimate_error=args.estimate_error,
             utility=args.utility,
+            utility_value=args.utility_value,
         ),
         sim=SimOptions(round_period_s=args.round_period, rounds_on_events=not args.no_event_rounds),
-        inference=InferenceOptions(loan_idle=args.loan_idle, offset_s=args.inference_offset),
+        inference=InferenceOptions(loan_idle=args.loan_idle)
+        if args.inference_offset is None
+        else InferenceOptions(loan_idle=args.loan_idle, offset_s=args.inference_offset),
     )
 
 

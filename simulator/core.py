@@ -14,9 +14,17 @@ kept, the restart cost is paid on resuming), resizes (a restart too) and
 rejections. A completion event carries its job's version, so a rate change
 simply pushes a new event and the stale one is skipped when popped.
 
+When inference needs loaned servers back, the simulator asks for a reclaim
+(`ReclaimRequest(count=n)`) as a cluster manager would, checks the answer
+(:func:`check_reclaim`: only loaned servers, the count asked, every job on a
+returned server shrunk off it or preempted) and applies it: shrunk jobs keep
+the GPUs the answer lists (a restart, as for any resize), preempted jobs are
+suspended with their progress kept, the servers go back to inference.
+
 There are no policy-specific branches: every policy is reached through a
-:class:`~simulator.deciders.Decider`, i.e. `Pipeline.decide` in process or
-`POST /v1/decisions` over HTTP.
+:class:`~simulator.deciders.Decider`, i.e. `Pipeline.run` and
+`policies.reclaiming.run_reclaim` with the profile's reclaim policy in process,
+or `POST /v1/decisions` and `POST /v1/reclaim` over HTTP.
 
 Stepping (for learned policies)::
 
@@ -36,8 +44,9 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from policies.decision import Decision, Verdict
 from policies.model import (
@@ -51,6 +60,10 @@ from policies.model import (
     Tenant,
     snapshot_problems,
 )
+from policies.profiles import PolicyChoice, Profile
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
+from policies.reclaiming import run_reclaim
+from policies.registry import build_registry
 from simulator.cluster import ClusterSpec
 from simulator.inference import InferenceDemand, InferenceOptions, load_series
 from simulator.metrics import JobRecord, SimulationResult, TimeSeries, compute_metrics
@@ -87,12 +100,12 @@ class SimulationError(RuntimeError):
 
 
 class InvalidDecisionError(SimulationError):
-    """A decision that breaks an invariant of the cluster; names every problem found."""
+    """A decision or reclaim answer that breaks the cluster's invariants; names every problem."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], what: str = "decision") -> None:
         shown = "; ".join(problems[:5])
         more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-        super().__init__(f"invalid decision: {shown}{more}")
+        super().__init__(f"invalid {what}: {shown}{more}")
         self.problems = problems
 
 
@@ -111,18 +124,30 @@ class SimOptions:
     record_timeseries: bool = True
 
 
-Reclaimer = Callable[[Snapshot, int], Sequence[str]]
-"""Picks `count` loaned node ids to give back to inference."""
+Reclaimer = Callable[[Snapshot, ReclaimRequest, int], ReclaimResult]
+"""Answers a reclaim: `reclaimer(snapshot, request, seed)`, e.g. a decider's `reclaim`."""
 
 
-def fewest_jobs_reclaimer(snapshot: Snapshot, count: int) -> list[str]:
-    """Classic reclaim: the loaned servers hosting the fewest training GPUs, in node order."""
-    busy: dict[str, int] = {}
-    for job in snapshot.jobs:
-        for a in job.placement:
-            busy[a.node_id] = busy.get(a.node_id, 0) + len(a.gpu_indices)
-    loaned = [n.id for n in snapshot.nodes if n.loaned]
-    return sorted(loaned, key=lambda node_id: busy.get(node_id, 0))[:count]
+def default_reclaimer() -> Reclaimer:
+    """The reclaim policy of a profile that names none (`Profile.reclaim`'s default).
+
+    Used only when the simulation is driven by something that cannot answer
+    reclaims itself (a bare decision function in the stepping API).
+    """
+    choice = Profile.model_fields["reclaim"].default
+    assert isinstance(choice, PolicyChoice)
+    policy = build_registry().reclaim(choice.name, choice.params)
+
+    def answer(snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+        return run_reclaim(policy, snapshot, request, seed)
+
+    return answer
+
+
+def _reclaimer_of(decide: object) -> Reclaimer | None:
+    """The decider's own reclaim call (:class:`~simulator.deciders.Decider`), if it has one."""
+    method = getattr(decide, "reclaim", None)
+    return cast(Reclaimer, method) if callable(method) else None
 
 
 class _SimJob:
@@ -132,6 +157,7 @@ class _SimJob:
         "admitted",
         "attained",
         "base",
+        "base_fields",
         "cost",
         "executed",
         "finish",
@@ -139,6 +165,7 @@ class _SimJob:
         "gpus_held",
         "held_since",
         "last_t",
+        "loaned_gpus",
         "note",
         "placement",
         "preemptions",
@@ -159,10 +186,13 @@ class _SimJob:
         self.spec = spec
         self.shape = shape
         self.base = base
+        # The base view's field values, copied into every later view of the job.
+        self.base_fields = {k: v for k, v in base.__dict__.items() if k in _JOB_FIELDS}
         self.state: str = _PENDING
         self.admitted = False
         self.placement: tuple[Assignment, ...] = ()
         self.gpus_held = 0
+        self.loaned_gpus = 0
         self.ps_alloc = 0
         self.rate = 0.0
         self.work_done = 0.0
@@ -204,19 +234,34 @@ class _Accounting:
     capacity_gpus: int = 0
     busy_gpu_s: float = 0.0
     capacity_gpu_s: float = 0.0
+    loaned_busy_gpus: int = 0
+    """GPUs of loaned inference servers that training jobs hold."""
+    loaned_busy_gpu_s: float = 0.0
 
     def advance(self, t: float) -> None:
         dt = t - self.last_t
         if dt > 0:
             self.busy_gpu_s += self.busy_gpus * dt
             self.capacity_gpu_s += self.capacity_gpus * dt
+            self.loaned_busy_gpu_s += self.loaned_busy_gpus * dt
             self.last_t = t
 
 
 @dataclass
 class _Timing:
     decision_s: list[float] = field(default_factory=list)
+    reclaim_s: list[float] = field(default_factory=list)
     wall_start: float = 0.0
+
+
+@dataclass
+class _ReclaimTally:
+    """What reclaims did over a run (metrics `reclaims`, `servers_reclaimed`, ...)."""
+
+    reclaims: int = 0
+    servers: int = 0
+    shrinks: int = 0
+    preemptions: int = 0
 
 
 class Simulation:
@@ -231,7 +276,7 @@ class Simulation:
         options: SimOptions | None = None,
         inference: InferenceOptions | None = None,
         tables: PerfTables | None = None,
-        reclaimer: Reclaimer = fewest_jobs_reclaimer,
+        reclaimer: Reclaimer | None = None,
         seed: int = 0,
         cluster_id: str | None = None,
     ) -> None:
@@ -244,7 +289,10 @@ class Simulation:
         self.options = options or SimOptions()
         self.inference_options = inference or InferenceOptions()
         self.tables = tables or load_perf_tables()
+        # An explicit reclaimer wins; else `run(decider)` uses the decider's (the profile's
+        # reclaim policy); else, for bare decision functions, the default profile's.
         self.reclaimer = reclaimer
+        self._reclaim_with: Reclaimer | None = reclaimer
         self.cluster_id = cluster_id or cluster.name
         self.seed = seed
         self.base_nodes = cluster.build_nodes()
@@ -316,6 +364,7 @@ class Simulation:
         self._cost = 0.0
         self._round = 0
         self._preemptions = 0
+        self._reclaim_tally = _ReclaimTally()
         self._last_progress_t = self.now
         self._last_round_changed = True
         self._pending_snapshot: Snapshot | None = None
@@ -347,7 +396,13 @@ class Simulation:
         decide: Callable[[Snapshot, int, str], Decision],
         on_progress: Callable[[int], None] | None = None,
     ) -> SimulationResult:
-        """Run from the start with `decide(snapshot, seed, decision_id)`; return the result."""
+        """Run from the start with `decide(snapshot, seed, decision_id)`; return the result.
+
+        Reclaims go to `decide.reclaim` when the decider has one (every
+        :class:`~simulator.deciders.Decider` does: the profile's reclaim policy),
+        unless the simulation was built with its own `reclaimer`.
+        """
+        self._reclaim_with = self.reclaimer or _reclaimer_of(decide)
         snapshot = self.reset()
         finished = 0
         while snapshot is not None:
@@ -367,6 +422,10 @@ class Simulation:
     def round_seed(self) -> int:
         """The policy seed of the pending round: fixed by the run's seed and the round index."""
         return (self.seed * 1_000_003 + self._round) % (2**31)
+
+    def reclaim_seed(self) -> int:
+        """The seed of the next reclaim: fixed by the run's seed and the reclaim's index."""
+        return (self.seed * 1_000_033 + 500_000_003 + self._reclaim_tally.reclaims) % (2**31)
 
     @property
     def pending_snapshot(self) -> Snapshot | None:
@@ -518,14 +577,7 @@ class Simulation:
                     self._set_loaned(node_id, True)
                 changed = True
             elif target < len(self._loaned):
-                count = len(self._loaned) - target
-                snapshot = self._snapshot()
-                chosen = list(self.reclaimer(snapshot, count))
-                if len(chosen) != count or not set(chosen) <= self._loaned:
-                    raise SimulationError(
-                        f"reclaimer returned {chosen!r}; expected {count} loaned node ids"
-                    )
-                self._reclaim(chosen)
+                self._reclaim(len(self._loaned) - target)
                 changed = True
         if self._alive():
             nxt = self.demand.next_change(self.now)
@@ -547,12 +599,34 @@ class Simulation:
             self._schedulable.discard(node_id)
             self._acct.capacity_gpus -= self._node_gpus[node_id]
 
-    def _reclaim(self, node_ids: Iterable[str]) -> None:
-        gone = set(node_ids)
-        for job in list(self._active.values()):
-            if job.state == _RUNNING and any(a.node_id in gone for a in job.placement):
-                self._preempt(job)
-        for node_id in gone:
+    def _reclaim(self, count: int) -> None:
+        """Ask which `count` loaned servers go back, check the answer, apply it."""
+        if self._reclaim_with is None:
+            self._reclaim_with = default_reclaimer()
+        snapshot = self._snapshot()
+        request = ReclaimRequest(count=count)
+        started = time.perf_counter()
+        answer = self._reclaim_with(snapshot, request, self.reclaim_seed())
+        self._timing.reclaim_s.append(time.perf_counter() - started)
+        problems = check_reclaim(snapshot, request, answer)
+        if problems:
+            raise InvalidDecisionError(problems, what="reclaim answer")
+        tally = self._reclaim_tally
+        tally.reclaims += 1
+        tally.servers += len(answer.servers)
+        for entry in answer.shrink:
+            # As a cluster manager would: stop the workers on returned servers and
+            # restart the job on the GPUs it keeps (a resize, with its restart cost).
+            job = self._active[entry.job_id]
+            ps = job.ps_alloc
+            job.sync(self.now)
+            self._release(job)
+            self._hold(job, entry.assignments, ps)
+            tally.shrinks += 1
+        for job_id in answer.preempt:
+            self._preempt(self._active[job_id])
+            tally.preemptions += 1
+        for node_id in answer.servers:
             self._set_loaned(node_id, False)
 
     # -- snapshot ------------------------------------------------------------------------------
@@ -603,7 +677,7 @@ class Simulation:
         if job.state == _RUNNING:
             job.sync(self.now)
             return _evolve(
-                job.base,
+                job.base_fields,
                 {
                     "state": _STATE_RUNNING,
                     "admitted": True,
@@ -619,7 +693,7 @@ class Simulation:
                 job.view = job.base
             else:
                 job.view = _evolve(
-                    job.base,
+                    job.base_fields,
                     {
                         "state": JobState(job.state),
                         "admitted": job.admitted,
@@ -711,6 +785,8 @@ class Simulation:
             for g in a.gpu_indices:
                 del self._owner[(a.node_id, g)]
         self._acct.busy_gpus -= job.gpus_held
+        self._acct.loaned_busy_gpus -= job.loaned_gpus
+        job.loaned_gpus = 0
         self._cost_per_s -= job.price_per_s
         job.cost += job.price_per_s * (self.now - job.held_since)
         self._elastic_running.pop(job.spec.id, None)
@@ -744,6 +820,12 @@ class Simulation:
         job.price_per_s = sum(self._node_price[a.node_id] * len(a.gpu_indices) for a in assignments)
         self._cost_per_s += job.price_per_s
         self._acct.busy_gpus += job.gpus_held
+        if self._loaned:
+            # A server stays loaned while a job holds it: a reclaim moves the job off first.
+            job.loaned_gpus = sum(
+                len(a.gpu_indices) for a in assignments if a.node_id in self._loaned
+            )
+            self._acct.loaned_busy_gpus += job.loaned_gpus
         self._running += 1
         if job.spec.min_workers < job.spec.max_workers:
             self._elastic_running[job.spec.id] = job
@@ -792,6 +874,15 @@ class Simulation:
             decision_s=self._timing.decision_s,
             wall_s=time.perf_counter() - self._timing.wall_start,
         )
+        tally = self._reclaim_tally
+        metrics.update(
+            reclaims=tally.reclaims,
+            servers_reclaimed=tally.servers,
+            reclaim_shrinks=tally.shrinks,
+            reclaim_preemptions=tally.preemptions,
+            reclaim_wall_s=float(sum(self._timing.reclaim_s)),
+            loaned_gpu_hours=self._acct.loaned_busy_gpu_s / 3600.0,
+        )
         return SimulationResult(metrics=metrics, jobs=records, series=self.series)
 
     def _record_of(self, job: _SimJob) -> JobRecord:
@@ -829,21 +920,22 @@ class Simulation:
 
 
 _JOB_FIELDS = frozenset(Job.model_fields)
+_JOB_FIELDS_SET = set(_JOB_FIELDS)
 
 
-def _evolve(job: Job, changes: dict[str, object]) -> Job:
-    """`job.model_copy(update=changes)` without pydantic's bookkeeping, for speed.
+def _evolve(fields: dict[str, object], changes: dict[str, object]) -> Job:
+    """A Job with `fields` updated by `changes`, without pydantic's bookkeeping, for speed.
 
     Only for the simulator's own values, of the right types already: a snapshot
-    is rebuilt every round, and this is most of its cost. Tests check that such
-    views validate back to themselves.
+    is rebuilt every round, and this is most of its cost. `fields` are a base
+    view's field values only: cached derived values (e.g. `placed_gpus`) describe
+    the original. Tests check that such views validate back to themselves.
     """
     clone = Job.__new__(Job)
-    # Fields only: cached derived values (e.g. `placed_gpus`) describe the original.
-    state = {k: v for k, v in job.__dict__.items() if k in _JOB_FIELDS}
+    state = fields.copy()
     state.update(changes)
     object.__setattr__(clone, "__dict__", state)
-    object.__setattr__(clone, "__pydantic_fields_set__", job.__pydantic_fields_set__)
+    object.__setattr__(clone, "__pydantic_fields_set__", _JOB_FIELDS_SET)
     object.__setattr__(clone, "__pydantic_extra__", None)
     object.__setattr__(clone, "__pydantic_private__", None)
     return clone
@@ -969,4 +1061,83 @@ def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
     running = {j.id for j in snapshot.jobs if j.state is _STATE_RUNNING}
     for job_id in sorted(running - placed - preempted):
         problems.append(f"job {job_id!r} was running and is neither placed nor preempted")
+    return problems
+
+
+def check_reclaim(snapshot: Snapshot, request: ReclaimRequest, answer: ReclaimResult) -> list[str]:
+    """Every way applying `answer` would break the cluster for `snapshot` (empty: valid).
+
+    What a cluster manager must see before it acts: only loaned servers return,
+    as many as were asked for (or exactly those named), and every job with GPUs on
+    a returned server is either preempted or shrunk to GPUs it already holds off
+    those servers, at a worker count it accepts; no other job is touched. The
+    policy-level contract (costs, reasons, no needless preemption) is
+    `policies.reclaiming`'s to check.
+    """
+    problems: list[str] = []
+    nodes = snapshot.nodes_by_id
+    loaned = {n.id for n in snapshot.nodes if n.loaned}
+    servers = answer.servers
+    if len(set(servers)) != len(servers):
+        problems.append(f"servers: a server is returned twice in {list(servers)}")
+    for node_id in servers:
+        if node_id not in nodes:
+            problems.append(f"servers: unknown node {node_id!r}")
+        elif node_id not in loaned:
+            problems.append(f"servers: node {node_id!r} is not loaned")
+    if request.count is not None and len(set(servers)) != min(request.count, len(loaned)):
+        problems.append(
+            f"servers: {len(set(servers))} returned, {request.count} asked ({len(loaned)} loaned)"
+        )
+    if request.node_ids is not None and set(servers) != set(request.node_ids):
+        problems.append(f"servers: {sorted(servers)} returned, {sorted(request.node_ids)} named")
+    returned = set(servers)
+    jobs = snapshot.jobs_by_id
+    affected = {
+        job.id
+        for job in snapshot.jobs
+        if job.state is _STATE_RUNNING and any(a.node_id in returned for a in job.placement)
+    }
+    handled: set[str] = set()
+    for entry in answer.shrink:
+        job = jobs.get(entry.job_id)
+        if entry.job_id in handled:
+            problems.append(f"shrink: job {entry.job_id!r} handled twice")
+        handled.add(entry.job_id)
+        if job is None or job.state is not _STATE_RUNNING:
+            problems.append(f"shrink: job {entry.job_id!r} is not running")
+            continue
+        if entry.job_id not in affected:
+            problems.append(f"shrink: job {entry.job_id!r} has no GPU on a returned server")
+        own = {(a.node_id, g) for a in job.placement for g in a.gpu_indices}
+        kept = [(a.node_id, g) for a in entry.assignments for g in a.gpu_indices]
+        if len(set(kept)) != len(kept):
+            problems.append(f"shrink: job {job.id!r} keeps a GPU twice")
+        if not set(kept) <= own:
+            problems.append(f"shrink: job {job.id!r} keeps GPUs it does not hold")
+        on_returned = sorted({n for n, _ in kept if n in returned})
+        if on_returned:
+            problems.append(f"shrink: job {job.id!r} keeps GPUs on returned {on_returned}")
+        if len(kept) != entry.workers * job.gpus_per_worker:
+            problems.append(
+                f"shrink: job {job.id!r} keeps {len(kept)} GPUs for {entry.workers} workers"
+            )
+        if not job.accepts_workers(entry.workers) or entry.workers >= job.placed_workers:
+            problems.append(
+                f"shrink: job {job.id!r} to {entry.workers} workers from {job.placed_workers}, "
+                f"outside [{job.lo}, {job.hi}], its step rule, or not fewer"
+            )
+    for job_id in answer.preempt:
+        job = jobs.get(job_id)
+        if job_id in handled:
+            problems.append(f"preempt: job {job_id!r} handled twice")
+        handled.add(job_id)
+        if job is None or job.state is not _STATE_RUNNING:
+            problems.append(f"preempt: job {job_id!r} is not running")
+        elif job_id not in affected:
+            problems.append(f"preempt: job {job_id!r} has no GPU on a returned server")
+    for job_id in sorted(affected - handled):
+        problems.append(
+            f"job {job_id!r} has GPUs on a returned server and is neither shrunk nor preempted"
+        )
     return problems

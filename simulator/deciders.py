@@ -1,11 +1,21 @@
 """Who answers the simulator's snapshots: the engine in process, or a running service.
 
-Both go through the same engine and registry: in process by
-`Pipeline.build(profile, registry).decide(...)`, over HTTP by `POST
-{URL}/v1/decisions` with `{"profile", "snapshot", "seed"}` (DESIGN §4), which
-the service answers with `Pipeline.decide` too. The per-round seed is sent
-along, so randomised policies draw the same numbers either way and a replay
-through the service gives the same metrics as one in process.
+A decider answers the two questions a cluster manager asks (DESIGN §2, §4):
+what to do next (a decision) and, when inference needs loaned servers back,
+which ones to return (a reclaim). Both go through the same code as the service:
+
+* decisions: in process by `Pipeline.build(profile, registry).run(...)`, over
+  HTTP by `POST {URL}/v1/decisions` with `{"profile", "snapshot", "seed"}`;
+* reclaims: in process by :func:`policies.reclaiming.run_reclaim` with the
+  profile's reclaim policy (and its reclaim fallback), over HTTP by `POST
+  {URL}/v1/reclaim` with `{"profile", "snapshot", "count" | "node_ids", "seed"}`.
+
+The seeds are sent along, so randomised policies draw the same numbers either
+way. Policy state (DESIGN §5, e.g. OASiS's committed schedules) is fed back
+into every round as the service does. The service keeps it under the
+snapshot's cluster id, so a replay of a stateful profile through a service
+matches one in process when the service holds no state for that cluster yet (a
+fresh service, or another `Simulation(cluster_id=...)`).
 """
 
 from __future__ import annotations
@@ -17,17 +27,26 @@ import httpx
 import orjson
 from pydantic import JsonValue
 
-from policies.decision import Decision
+from policies.decision import Decision, Stage
 from policies.engine import Pipeline
 from policies.model import Snapshot
 from policies.profiles import Profile, load_profiles
+from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
+from policies.reclaiming import run_reclaim
 from policies.registry import Registry, build_registry
 
 
 class Decider(Protocol):
-    """Answers one snapshot: `decide(snapshot, seed, decision_id) -> Decision`."""
+    """Answers for one profile: decisions each round, reclaims when inference wants servers.
+
+    `decider(snapshot, seed, decision_id)` returns the profile's decision;
+    `decider.reclaim(snapshot, request, seed)` the checked answer of the profile's
+    reclaim policy (which loaned servers go back, who shrinks, who is preempted).
+    """
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision: ...
+
+    def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult: ...
 
 
 class UnknownProfileError(LookupError):
@@ -48,8 +67,14 @@ class EngineDecider:
     """
 
     def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
+        reg = registry or build_registry()
         self.profile = profile
-        self.pipeline = Pipeline.build(profile, registry or build_registry())
+        self.pipeline = Pipeline.build(profile, reg)
+        self.reclaim_policy = reg.reclaim(profile.reclaim.name, profile.reclaim.params)
+        fallback = profile.fallback.get(Stage.RECLAIM)
+        self.reclaim_fallback = (
+            reg.reclaim(fallback.name, fallback.params) if fallback is not None else None
+        )
         self.state: dict[str, JsonValue] = {}
 
     @classmethod
@@ -69,13 +94,17 @@ class EngineDecider:
         self.state.update(outcome.state)
         return outcome.decision
 
+    def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+        """The profile's reclaim policy through `run_reclaim`, as `POST /v1/reclaim` answers."""
+        return run_reclaim(self.reclaim_policy, snapshot, request, seed, self.reclaim_fallback)
+
 
 class DecisionServiceError(RuntimeError):
     """The service answered with an error, or with something that is not a decision."""
 
 
 class HttpDecider:
-    """A running Arbiter service; only `POST /v1/decisions` is used.
+    """A running Arbiter service: `POST /v1/decisions` and `POST /v1/reclaim`.
 
     `client` may be any `httpx.Client` (e.g. a `fastapi.testclient.TestClient`);
     by default one is opened on `base_url` and closed by `close()`.
@@ -92,7 +121,9 @@ class HttpDecider:
         self.profile = profile
         self._owns_client = client is None
         self.client = client or httpx.Client(base_url=base_url, timeout=timeout_s)
-        self.url = base_url.rstrip("/") + "/v1/decisions" if client is None else "/v1/decisions"
+        root = base_url.rstrip("/") if client is None else ""
+        self.url = root + "/v1/decisions"
+        self.reclaim_url = root + "/v1/reclaim"
         self._profile_json = orjson.dumps(profile)
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
@@ -118,6 +149,43 @@ class HttpDecider:
             return Decision.model_validate_json(response.content)
         except ValueError as error:
             raise DecisionServiceError(f"POST {self.url}: not a decision: {error}") from error
+
+    def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+        asked = (
+            b'"count":' + str(request.count).encode()
+            if request.count is not None
+            else b'"node_ids":' + orjson.dumps(list(request.node_ids or ()))
+        )
+        body = b"".join(
+            (
+                b'{"profile":',
+                self._profile_json,
+                b',"seed":',
+                str(seed).encode(),
+                b",",
+                asked,
+                b',"snapshot":',
+                snapshot.model_dump_json().encode(),
+                b"}",
+            )
+        )
+        response = self.client.post(
+            self.reclaim_url, content=body, headers={"content-type": "application/json"}
+        )
+        if response.status_code != 200:
+            raise DecisionServiceError(
+                f"POST {self.reclaim_url} answered {response.status_code}: {response.text[:500]}"
+            )
+        try:
+            answer = ReclaimDecision.model_validate_json(response.content)
+        except ValueError as error:
+            raise DecisionServiceError(
+                f"POST {self.reclaim_url}: not a reclaim answer: {error}"
+            ) from error
+        # The service's bookkeeping (decision id, profile, policy) is not part of the answer.
+        return ReclaimResult.model_validate(
+            {name: getattr(answer, name) for name in ReclaimResult.model_fields}
+        )
 
     def close(self) -> None:
         if self._owns_client:

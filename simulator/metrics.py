@@ -24,7 +24,11 @@ Definitions:
 Extra keys (not fixed): `jobs_unfinished` (never started or never finished:
 e.g. a job no node can ever hold), `decisions`, `decide_wall_s` (wall time
 inside the decider, summed), `jobs_per_s` and `decisions_per_s` (simulator
-speed), `busy_gpu_hours`.
+speed), `busy_gpu_hours`; for loaning runs, `reclaims` (reclaim requests
+answered), `servers_reclaimed`, `reclaim_shrinks` and `reclaim_preemptions`
+(jobs shrunk or preempted by them; the latter are also in `preemptions`),
+`reclaim_wall_s` (wall time inside the reclaim calls, summed) and
+`loaned_gpu_hours` (GPU-hours training jobs held on loaned inference servers).
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ EXTRA_KEYS: tuple[str, ...] = (
     "jobs_per_s",
     "decisions_per_s",
     "busy_gpu_hours",
+    "reclaims",
+    "servers_reclaimed",
+    "reclaim_shrinks",
+    "reclaim_preemptions",
+    "reclaim_wall_s",
+    "loaned_gpu_hours",
 )
 
 TIMING_KEYS: frozenset[str] = frozenset(
@@ -74,6 +84,7 @@ TIMING_KEYS: frozenset[str] = frozenset(
         "decide_wall_s",
         "jobs_per_s",
         "decisions_per_s",
+        "reclaim_wall_s",
     }
 )
 """Keys that measure wall-clock time: the only ones two runs with one seed may differ in."""

@@ -11,17 +11,29 @@ id)`, so a job gets the same draw whatever window of the trace is simulated.
   Pollux/Sia models), `generic` (no model: linear speed-up, no locality), a
   single family name, or a comma-separated list of families.
 * `elastic_fraction` — share of jobs that accept between half and twice their
-  requested workers (powers of two when the request is one, else any count).
-  Default 0: rigid jobs, as recorded. The bounds are an assumption in the spirit
-  of Pollux/Optimus, which let jobs scale within a range.
+  requested workers (powers of two when the request is one, else any count),
+  drawn per job. Default 0: rigid jobs, as recorded. The bounds are an
+  assumption in the spirit of Pollux/Optimus, which let jobs scale within a
+  range; the share is ours to choose, since no trace records elasticity (Aryl's
+  evidence uses 0.5, see docs/results.md).
 * `ps_fraction` — share of jobs trained with parameter servers, requesting one
   server per worker and accepting up to twice that (DL2's measured range).
   Default 0: all-reduce jobs.
 * `estimate_error` — sigma of a log-normal factor on the duration estimate that
   SJF/SRTF-style policies read. Default 0: the recorded duration is a perfect
   estimate, as in the Tiresias and Gavel simulators' SRTF baselines.
-* `utility` — `none` (default) or `sigmoid`: a job is worth its GPU-hours if it
-  finishes at once, and half of that at twice its run time (OASiS-style).
+* `utility` — what finishing is worth, for OASiS and the `utility` metric
+  (`policies.model.Utility`). `none` (default): no utility. `sigmoid`:
+  V / (1 + e^((t − m)/m)) with t the completion time after submission and
+  midpoint m = twice the recorded duration (≈ 0.73 V at t = 0, V/2 at t = m,
+  ≈ 0.12 V at t = 3m). `step`: a hard deadline, V if t ≤ twice the recorded
+  duration, else 0.
+* `utility_value` — the value V. `gpu-hours` (default): the job's requested
+  GPU-hours (GPUs × recorded duration), no draw, so every GPU-hour is worth the
+  same whoever runs it. `priority`: a priority drawn per job, uniform in
+  [1, 10] and independent of the job's size, as OASiS's evaluation gives jobs
+  random priorities; value per GPU-hour then differs between jobs, which is
+  what an admission policy can exploit.
 * every job is a gang of one-GPU workers (`gpus_per_worker` 1), the only shape
   that all traces share; fractional GPUs (`gpu_milli`) are rounded up to one.
 """
@@ -34,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from policies.model import ScalingRule, SigmoidUtility, Utility
+from policies.model import ScalingRule, SigmoidUtility, StepUtility, Utility
 from simulator.perf import FAMILY_SOURCES, GENERIC
 from simulator.traces import TraceJob
 
@@ -44,6 +56,13 @@ MODEL_MIXES: dict[str, tuple[str, ...]] = {
     "pollux": tuple(f for f, (src, _) in FAMILY_SOURCES.items() if src == "pollux_sia"),
     "generic": (GENERIC,),
 }
+
+
+UTILITY_FORMS: tuple[str, ...] = ("none", "sigmoid", "step")
+UTILITY_VALUES: tuple[str, ...] = ("gpu-hours", "priority")
+PRIORITY_RANGE = (1.0, 10.0)
+UTILITY_HORIZON = 2.0
+"""Sigmoid midpoint and step deadline, in recorded durations after submission."""
 
 
 class WorkloadError(ValueError):
@@ -56,7 +75,8 @@ class WorkloadOptions:
     elastic_fraction: float = 0.0
     ps_fraction: float = 0.0
     estimate_error: float = 0.0
-    utility: Literal["none", "sigmoid"] = "none"
+    utility: Literal["none", "sigmoid", "step"] = "none"
+    utility_value: Literal["gpu-hours", "priority"] = "gpu-hours"
 
     def families(self) -> tuple[str, ...]:
         if self.model_mix in MODEL_MIXES:
@@ -79,8 +99,15 @@ class WorkloadOptions:
                 raise WorkloadError(f"{name} must be within [0, 1], not {value}")
         if self.estimate_error < 0:
             raise WorkloadError("estimate_error must be >= 0")
-        if self.utility not in ("none", "sigmoid"):
-            raise WorkloadError(f"utility must be 'none' or 'sigmoid', not {self.utility!r}")
+        if self.utility not in UTILITY_FORMS:
+            raise WorkloadError(
+                f"utility must be one of {', '.join(UTILITY_FORMS)}, not {self.utility!r}"
+            )
+        if self.utility_value not in UTILITY_VALUES:
+            raise WorkloadError(
+                f"utility_value must be one of {', '.join(UTILITY_VALUES)}, "
+                f"not {self.utility_value!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +172,15 @@ def make_jobs(
             noise = _stream(seed, "estimate", row.job_id).gauss(0.0, opts.estimate_error)
             estimate = row.duration_s * math.exp(noise)
         utility: Utility | None = None
+        value = workers * row.duration_s / 3600.0
+        if opts.utility != "none" and opts.utility_value == "priority":
+            value = _stream(seed, "utility", row.job_id).uniform(*PRIORITY_RANGE)
         if opts.utility == "sigmoid":
             utility = SigmoidUtility(
-                value=workers * row.duration_s / 3600.0,
-                midpoint_s=2.0 * row.duration_s,
-                steepness=1.0,
+                value=value, midpoint_s=UTILITY_HORIZON * row.duration_s, steepness=1.0
             )
+        elif opts.utility == "step":
+            utility = StepUtility(value=value, deadline_s=UTILITY_HORIZON * row.duration_s)
         out.append(
             JobSpec(
                 index=index,

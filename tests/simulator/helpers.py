@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
+from pathlib import Path
 
 from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import ClusterSpec, NodeGroup
@@ -73,3 +75,13 @@ def run(
 
 def finish_times(result: SimulationResult) -> dict[str, float | None]:
     return {r.job_id: r.finish_s for r in result.jobs}
+
+
+def write_series(path: Path, busy_gpus: Sequence[float], step_s: float = 300.0) -> Path:
+    """An inference load series in the columns of `shared/perf/inference_sd_lora_5min.csv`."""
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["time_s", "mean_busy_gpus"])
+        for k, busy in enumerate(busy_gpus):
+            writer.writerow([k * step_s, busy])
+    return path

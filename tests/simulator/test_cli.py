@@ -122,3 +122,32 @@ def test_python_dash_m_simulator(tmp_path: Path) -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert json.loads(done.stdout)["results"][0]["jobs_completed"] == 10
+
+
+def test_loaning_and_utility_flags_reach_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    status = run_simulate(
+        _args(
+            "--trace",
+            str(traces_dir() / "philly.2w-2017-10-02.csv"),
+            "--cluster",
+            str(clusters_dir() / "philly-loaning.json"),
+            "--profile",
+            "aryl",
+            "--max-jobs",
+            "30",
+            "--elastic-fraction",
+            "0.5",
+            "--utility",
+            "step",
+            "--utility-value",
+            "priority",
+            "--loan-idle",
+            "--json",
+        )
+    )
+    out, _ = capsys.readouterr()
+    assert status == 0
+    (result,) = json.loads(out)["results"]
+    assert result["utility"] > 0
+    assert result["loaned_gpu_hours"] > 0  # idle inference servers were lent and used
+    assert result["jobs_completed"] == 30

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.model import StepUtility
 from simulator.cluster import ClusterSpecError, load_cluster
 from simulator.paths import clusters_dir, traces_dir
 from simulator.synthetic import SyntheticSpec, generate
@@ -159,3 +160,33 @@ def test_workload_fill_is_per_job_and_independent_of_the_window() -> None:
     assert all(j.estimate_s == j.duration_s and j.ps == 0 for j in rigid)
     with pytest.raises(WorkloadError, match="model mix"):
         make_jobs(rows, WorkloadOptions(model_mix="gpt5"))
+
+
+def test_step_utility_pays_its_value_until_twice_the_recorded_run_time() -> None:
+    rows = generate(SyntheticSpec(jobs=20), seed=0)
+    jobs = make_jobs(rows, WorkloadOptions(utility="step"), seed=0)
+    for job in jobs:
+        assert isinstance(job.utility, StepUtility)
+        value = job.workers * job.duration_s / 3600.0
+        assert job.utility.value == pytest.approx(value)
+        assert job.utility.value_at(2 * job.duration_s) == pytest.approx(value)
+        assert job.utility.value_at(2 * job.duration_s + 1) == 0.0
+
+
+def test_priority_utility_values_are_seeded_per_job_and_independent_of_size() -> None:
+    rows = generate(SyntheticSpec(jobs=300), seed=0)
+    options = WorkloadOptions(utility="sigmoid", utility_value="priority")
+    full = make_jobs(rows, options, seed=4)
+    window = make_jobs(rows[150:], options, seed=4)
+    values = [j.utility.value for j in full if j.utility is not None]
+    assert [j.utility for j in full[150:]] == [j.utility for j in window]
+    assert all(1.0 <= v <= 10.0 for v in values)
+    assert len(set(values)) == len(values)
+    other = [j.utility.value for j in make_jobs(rows, options, seed=5) if j.utility is not None]
+    assert other != values
+    # The time scale is the job's own: half its value at twice its recorded run time.
+    job = full[0]
+    assert job.utility is not None
+    assert job.utility.value_at(2 * job.duration_s) == pytest.approx(job.utility.value / 2)
+    with pytest.raises(WorkloadError, match="utility_value"):
+        make_jobs(rows, WorkloadOptions(utility="sigmoid", utility_value="cost"))  # type: ignore[arg-type]

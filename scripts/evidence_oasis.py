@@ -1,0 +1,429 @@
+"""Evidence for OASiS: total utility against accept-all FIFO and DRF, beside the paper's claim.
+
+    .venv/bin/python scripts/evidence_oasis.py                  # section `oasis` of docs/results.md
+    .venv/bin/python scripts/evidence_oasis.py --max-jobs 300 --out /tmp/results.md   # quick look
+
+Bao, Peng, Wu and Li, *Online Job Scheduling in Distributed Machine Learning
+Clusters* (INFOCOM 2018) admit a job only when its utility beats the priced cost
+of its best schedule, with prices that grow exponentially with the committed
+use of each resource, and prove the online algorithm competitive (docs/oasis.md).
+The claim checked here: where admission matters, the `oasis` profile earns more
+total utility than the same cluster accepting every job under FIFO (`fifo`) or
+DRF (`drf`).
+
+* **Trace** (TRACE, CLUSTER): Alibaba's fortnight on its 44-GPU cluster, whole;
+  each case (CASES) runs it at the recorded arrival times or with arrival gaps
+  divided by a factor, which overloads the cluster so that a queue builds and a
+  job that waits loses utility. The load facts quoted are computed from the
+  trace.
+* **Utilities** come from the workload options `utility` (`sigmoid`, `step`)
+  and `utility_value` (`gpu-hours`, or a seeded `priority` per job), documented
+  in `simulator/workload.py`. Jobs are rigid, as recorded.
+* **Reference.** Σ f_j(recorded duration), the utility if every job started on
+  arrival and ran exactly its recorded time. No schedule earns more (machine
+  speed variation aside), so it bounds the offline optimum that the competitive
+  ratio speaks of.
+* Every run uses the measured performance model and seed 0, the in-process
+  engine with OASiS's state kept between rounds as the service keeps it.
+
+The section is written with `results_sections.splice`, so `make_results.py`
+keeps it when it regenerates the rest of the file. The run is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from policies.oasis import RESOURCES, OasisParams  # noqa: E402
+from scripts.results_sections import splice  # noqa: E402
+from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
+from simulator.deciders import EngineDecider  # noqa: E402
+from simulator.metrics import SimulationResult  # noqa: E402
+from simulator.paths import clusters_dir, traces_dir  # noqa: E402
+from simulator.report import fmt  # noqa: E402
+from simulator.runner import RunConfig, build_simulation  # noqa: E402
+from simulator.traces import TraceJob, read_trace  # noqa: E402
+from simulator.workload import UTILITY_HORIZON, WorkloadOptions, make_jobs  # noqa: E402
+
+SECTION = "oasis"
+PROFILES = ("oasis", "fifo", "drf")
+UtilityForm = Literal["sigmoid", "step"]
+UtilityValue = Literal["gpu-hours", "priority"]
+TRACE = "alibaba_openb.2w-day135.csv"
+CLUSTER = "alibaba_openb.json"
+WHY = (
+    "the whole fortnight on the cluster it is paired with, cheap to simulate since few "
+    "jobs run at once"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    load: float
+    """Arrival compression: gaps between arrivals divided by this (1: as recorded)."""
+    form: UtilityForm
+    value: UtilityValue
+
+    @property
+    def label(self) -> str:
+        return f"arrivals x{self.load:g}, `{self.form}` utility, value = {self.value}"
+
+
+CASES: tuple[Case, ...] = (
+    Case(1.0, "sigmoid", "priority"),
+    Case(2.0, "sigmoid", "priority"),
+    Case(2.0, "step", "priority"),
+    Case(2.0, "sigmoid", "gpu-hours"),
+)
+
+
+@dataclass(frozen=True)
+class Load:
+    """The window's demand if no job ever waited, from the trace alone."""
+
+    span_h: float
+    peak_gpus: int
+    mean_gpus: float
+    hours_over: float
+
+
+def compressed(rows: Sequence[TraceJob], load: float) -> list[TraceJob]:
+    """The rows with arrival gaps divided by `load` (durations and order unchanged)."""
+    start = rows[0].submit_time_s
+    return [replace(r, submit_time_s=start + (r.submit_time_s - start) / load) for r in rows]
+
+
+def offered_load(rows: Sequence[TraceJob], capacity: int) -> Load:
+    """Busy GPUs over the arrivals' span if every job ran from arrival for its recorded time."""
+    events = sorted(
+        [(r.submit_time_s, r.num_gpus) for r in rows]
+        + [(r.submit_time_s + r.duration_s, -r.num_gpus) for r in rows],
+        key=lambda e: (e[0], e[1]),
+    )
+    start = rows[0].submit_time_s
+    end = rows[-1].submit_time_s  # after the last arrival the tail drains; it adds no load
+    busy = peak = 0
+    over = area = 0.0
+    last = start
+    for t, change in events:
+        if t > last and last < end:
+            dt = min(t, end) - last
+            area += busy * dt
+            if busy > capacity:
+                over += dt
+        last = max(last, t)
+        busy += change
+        if t <= end:
+            peak = max(peak, busy)
+    span = max(end - start, 1.0)
+    return Load(span / 3600.0, peak, area / span, over / 3600.0)
+
+
+def no_wait_utility(result: SimulationResult) -> float:
+    """Σ f_j(recorded duration) over every job of the run (the reference)."""
+    return sum(
+        r.utility.value_at(r.recorded_duration_s) for r in result.jobs if r.utility is not None
+    )
+
+
+def alpha(state: dict[str, Any]) -> tuple[float, str]:
+    """The paper's α = max over resources of max(1, ln(U_k / L_k)), from OASiS's final state."""
+    best, which = 1.0, "none"
+    floor, ceiling = state.get("floor"), state.get("ceiling")
+    if not isinstance(floor, list) or not isinstance(ceiling, list):
+        return best, which
+    for name, low, high in zip(RESOURCES, floor, ceiling, strict=True):
+        if low > 0 and high > 0 and math.log(high / low) > best:
+            best, which = math.log(high / low), name
+    return best, which
+
+
+@dataclass
+class Run:
+    profile: str
+    metrics: dict[str, Any]
+    reference: float
+    alpha: float | None = None
+    alpha_resource: str = ""
+    rejected_long: int = 0
+    """Rejected jobs whose recorded run time exceeds OASiS's horizon."""
+    rejected_short: int = 0
+    """Rejected jobs whose utility horizon (twice the run time) is under one slot."""
+
+
+def _rejections(run: Run, result: SimulationResult) -> None:
+    params = OasisParams()
+    week = params.slot_s * params.horizon_slots
+    for record in result.jobs:
+        if record.status != "rejected":
+            continue
+        if record.recorded_duration_s > week:
+            run.rejected_long += 1
+        elif UTILITY_HORIZON * record.recorded_duration_s < params.slot_s:
+            run.rejected_short += 1
+
+
+def run_case(
+    rows: Sequence[TraceJob], cluster: ClusterSpec, case: Case, seed: int
+) -> tuple[list[Run], Load]:
+    trace = compressed(rows, case.load)
+    load = offered_load(trace, cluster.training_gpus())
+    config = RunConfig(
+        seed=seed, workload=WorkloadOptions(utility=case.form, utility_value=case.value)
+    )
+    jobs = make_jobs(trace, config.workload, seed=seed)
+    runs: list[Run] = []
+    for name in PROFILES:
+        decider = EngineDecider.named(name)
+        result = build_simulation(jobs, cluster, config).run(decider)
+        run = Run(name, result.metrics, no_wait_utility(result))
+        _rejections(run, result)
+        kept = decider.state.get("oasis")
+        if isinstance(kept, dict):
+            run.alpha, run.alpha_resource = alpha(kept)
+        runs.append(run)
+        print(
+            f"  {case.label} {name}: utility {result.metrics['utility']:.1f}, "
+            f"{result.metrics['sim_wall_s']:.0f} s",
+            file=sys.stderr,
+        )
+    return runs, load
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{100.0 * (a / b - 1.0):+.1f} %" if b else "–"
+
+
+def table(runs: Sequence[Run]) -> list[str]:
+    lines = [
+        "| profile | utility | share of reference | completed | rejected | unfinished "
+        "| avg JCT (s) | p95 JCT (s) | avg queueing (s) | GPU util. | sim (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        m = run.metrics
+        share = m["utility"] / run.reference if run.reference else 0.0
+        queue = max(0.0, m["avg_queue_s"]) if m["avg_queue_s"] is not None else None
+        lines.append(
+            f"| {run.profile} | {fmt(float(m['utility']))} | {100 * share:.1f} % "
+            f"| {m['jobs_completed']:,} | {m['jobs_rejected']:,} | {m['jobs_unfinished']:,} "
+            f"| {fmt(m['avg_jct_s'])} | {fmt(m['p95_jct_s'])} | {fmt(queue)} "
+            f"| {m['gpu_utilization']:.3f} | {m['sim_wall_s']:.0f} |"
+        )
+    return lines
+
+
+def _by(runs: Sequence[Run]) -> dict[str, Run]:
+    return {r.profile: r for r in runs}
+
+
+def reading(runs: Sequence[Run]) -> list[str]:
+    """What one table says, computed from it."""
+    by = _by(runs)
+    oasis = by["oasis"]
+    u = float(oasis.metrics["utility"])
+    out: list[str] = []
+    for other in ("fifo", "drf"):
+        b = float(by[other].metrics["utility"])
+        verdict = "more" if u > b else "less"
+        out.append(
+            f"oasis earns {verdict} utility than accept-all {other}: {fmt(u)} vs {fmt(b)} "
+            f"({_pct(u, b)})."
+        )
+    m = oasis.metrics
+    if m["jobs_rejected"]:
+        out.append(
+            f"oasis rejects {m['jobs_rejected']:,} of {m['jobs']:,} jobs: "
+            f"{oasis.rejected_long:,} run longer than its one-week horizon, "
+            f"{oasis.rejected_short:,} are worth nothing or little at the end of the 30-minute "
+            "slot they would finish in (twice their run time is under a slot), the rest "
+            "cannot pay for GPU-time at the prices of their arrival. Its JCT and queueing "
+            f"average the {m['jobs_completed']:,} it ran, so they are not comparable with the "
+            "accept-all runs'."
+        )
+    if oasis.alpha is not None and oasis.reference and u > 0:
+        out.append(
+            f"Competitive ratio: OASiS's final price bounds give α = {oasis.alpha:.1f} "
+            f"(ln U/L of {oasis.alpha_resource}), so the paper's bound promises at least "
+            f"1/(2α) = {100 / (2 * oasis.alpha):.1f} % of the offline optimum; it earns "
+            f"{100 * u / oasis.reference:.1f} % of the reference, which is at least the optimum."
+        )
+    return out
+
+
+Result = tuple[Case, Load, list[Run]]
+
+
+def render(
+    results: Sequence[Result],
+    rows: Sequence[TraceJob],
+    cluster: ClusterSpec,
+    wall_s: float,
+    seed: int,
+) -> str:
+    jobs = len(rows)
+    params = OasisParams()
+    week = params.slot_s * params.horizon_slots
+    over = [r.duration_s for r in rows if r.duration_s > week]
+    longest = (len(over), max(over, default=0.0))
+    lines = [
+        "## OASiS: total utility against accept-all FIFO and DRF",
+        "",
+        "Generated by `scripts/evidence_oasis.py` (`make results-oasis`); do not edit by hand.",
+        f"The run took {wall_s / 60:.1f} min of wall time on this machine "
+        f"({platform.machine()}, 2 cores shared with other work, Python "
+        f"{platform.python_version()}).",
+        "",
+        "Bao et al. (INFOCOM 2018) evaluate OASiS by the total utility of the jobs against "
+        "schedulers that accept every job, and report it higher. Here: `oasis` against "
+        "`fifo` and `drf` (both accept every job) on the same jobs and cluster. "
+        f"Trace `{TRACE}`, all {jobs:,} jobs, on `{CLUSTER}` "
+        f"({cluster.training_gpus():,} GPUs): {WHY}. Measured performance model, seed "
+        f"{seed}, rigid jobs as recorded, OASiS with its default parameters (30-minute "
+        "slots, one-week horizon) and its state kept between rounds as the service keeps "
+        "it. Utilities come from the workload options `--utility` and `--utility-value` "
+        "(simulator/workload.py): `sigmoid` is worth V/2 at twice the job's recorded run "
+        "time, `step` pays V until then and nothing after; V is either the job's "
+        "requested GPU-hours or a priority drawn per job (seeded, uniform in [1, 10], "
+        "independent of size, as the paper's evaluation gives jobs random priorities). "
+        "The *reference* is Σ f(recorded duration), what the jobs would earn if each "
+        "started on arrival: no schedule earns more (up to machine-speed variation of a "
+        "few per cent), so it also bounds the offline optimum. Arrivals are at the "
+        "recorded times (x1) or compressed (gaps divided by the factor) to overload the "
+        "cluster.",
+        "",
+        "| case | arrivals span (h) | peak demand if no job waited (GPUs) "
+        "| mean demand (GPUs) | hours demand exceeds the cluster |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    seen: set[float] = set()
+    for case, load, _ in results:
+        if case.load in seen:
+            continue
+        seen.add(case.load)
+        lines.append(
+            f"| arrivals x{case.load:g} | {load.span_h:.0f} | {load.peak_gpus:,} "
+            f"| {load.mean_gpus:.1f} | {load.hours_over:.0f} |"
+        )
+    lines.append("")
+    for case, _, runs in results:
+        lines += [
+            f"### {case.label}",
+            "",
+            *table(runs),
+            "",
+            *[f"* {line}" for line in reading(runs)],
+            "",
+        ]
+    lines += summary(results, longest)
+    return "\n".join(lines)
+
+
+def summary(results: Sequence[Result], longest: tuple[int, float]) -> list[str]:
+    """How the claim and the paper's guarantee show up, computed over every table."""
+    wins: list[str] = []
+    losses: list[str] = []
+    for case, _, runs in results:
+        by = _by(runs)
+        u = by["oasis"].metrics["utility"]
+        for other in ("fifo", "drf"):
+            (wins if u > by[other].metrics["utility"] else losses).append(
+                f"{case.label} vs {other}"
+            )
+    cap = OasisParams().max_price_ratio
+    alphas = sorted({round(r.alpha, 1) for *_, runs in results for r in runs if r.alpha})
+    shares = [
+        _by(runs)["oasis"].metrics["utility"] / _by(runs)["oasis"].reference
+        for *_, runs in results
+        if _by(runs)["oasis"].reference
+    ]
+    return [
+        "### Reading",
+        "",
+        f"* oasis earns more total utility than the accept-all baseline in {len(wins)} of "
+        f"{len(wins) + len(losses)} comparisons"
+        + (f"; not in: {'; '.join(losses)}." if losses else "."),
+        "* **Where admission pays.** With arrivals compressed the cluster is overloaded: "
+        "under FIFO and DRF every job joins the queue and waits, and with utility falling "
+        "in the wait many finish worth little. OASiS prices GPU-time by how much of it is "
+        "already committed, turns away jobs whose value at their best completion cannot "
+        "pay for it, and starts the admitted ones when their schedule says, so they keep "
+        "their value. It needs value per GPU-hour to differ between jobs, as it does with "
+        "priorities: then prices select.",
+        "* **Where it does not.** At the recorded arrival times the cluster rarely queues: "
+        "accepting everything loses almost nothing, and every rejection is utility "
+        "forgone. OASiS rejects jobs that cannot finish within its one-week horizon "
+        f"however long they may run (the trace has {longest[0]:,}, the longest of "
+        f"{longest[1] / 86400:.1f} days); when V is a job's GPU-hours, those few jobs of "
+        "days on several GPUs carry a large share of all the value, and utility "
+        "proportional to size gives every GPU-hour the same worth, so there is nothing "
+        "for prices to select and rejecting them costs more than admission gains. OASiS "
+        "also judges a completion at the end of the 30-minute slot it falls in (the "
+        "paper's slotted model): a job whose utility is gone within a slot (a `step` "
+        "deadline, or a sigmoid halving, of twice a run time of minutes) is worth nothing "
+        "to it and rejected, though it would have run in minutes; Alibaba's trace is "
+        "full of such short jobs, hence the mass rejections with `step` utilities. "
+        "`drf` queues less than strict `fifo` because its progressive filling starts "
+        "whichever tenant's job still fits, so a large job at the head does not block "
+        "the rest.",
+        "* **The competitive ratio.** The paper proves its online algorithm within a "
+        "factor 2α of the offline optimum, α = max over resources of max(1, ln(U_k/L_k)), "
+        "U and L the bounds of the price function. Our OASiS estimates U and L from the "
+        "jobs it has seen (docs/oasis.md); at the end of the runs α = "
+        f"{', '.join(f'{a:.1f}' for a in alphas)}"
+        + (
+            f" (the cap U/L ≤ {cap:.0e} binds: jobs whose utility is nearly gone by the "
+            "horizon's end push L towards zero)"
+            if any(abs(a - math.log(cap)) < 0.05 for a in alphas)
+            else ""
+        )
+        + ", so the "
+        f"guarantee is only {', '.join(f'{100 / (2 * a):.1f} %' for a in alphas)} of the "
+        "optimum, while oasis earns "
+        f"{', '.join(f'{100 * x:.0f} %' for x in shares)} of the reference (itself at "
+        "least the optimum). The bound is a worst case over adversarial arrivals and "
+        "loose by design; it does not predict the ranking against accept-all schedulers, "
+        "which have no guarantee at all (one long job admitted at the wrong moment makes "
+        "everything behind it late). What the numbers show is the mechanism the proof "
+        "rests on, prices that rise exponentially with committed use, paying off when "
+        "the cluster is overloaded and costing little otherwise except through the "
+        "horizon.",
+        "",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-jobs", type=int, default=None, help="Only the first N jobs (quick looks)."
+    )
+    args = parser.parse_args(argv)
+    cluster = load_cluster(clusters_dir() / CLUSTER)
+    rows = read_trace(traces_dir() / TRACE, args.max_jobs)
+    started = time.perf_counter()
+    results: list[Result] = []
+    for case in CASES:
+        runs, load = run_case(rows, cluster, case, args.seed)
+        results.append((case, load, runs))
+    wall = time.perf_counter() - started
+    splice(args.out, SECTION, render(results, rows, cluster, wall, args.seed))
+    print(f"wrote section {SECTION!r} of {args.out} in {wall / 60:.1f} min", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
