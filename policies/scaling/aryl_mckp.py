@@ -17,13 +17,15 @@ Choices, and why:
   over the base is the seconds of remaining time they save, so the total is the
   reduction of the sum of completion times. A job without an estimate has no
   value to weigh and stays at its base.
-- Base demand: running jobs keep what they hold (scaling does not preempt or
-  shrink; giving servers back is the reclaim's call), rigid jobs get their
-  request, and elastic jobs their minimum (`base = "min"`, so that everything
+- Base demand: running jobs keep what they hold (scaling never preempts; giving
+  servers back is the reclaim's call), rigid jobs get their request, and
+  elastic jobs their minimum (`base = "min"`, so that everything
   above it is an extra worker a reclaim can take away by shrinking) or their
   request (`base = "requested"`). Waiting jobs get their base in service order
-  while the GPUs last; one that does not fit waits, later smaller ones may
-  still start.
+  while the GPUs last. Base demand comes before extras: when a waiting job's
+  base does not fit, running elastic jobs give back extra workers (the least
+  urgent first, one accepted step at a time) if that makes it fit; otherwise it
+  waits, and later smaller ones may still start.
 - Items are the counts the job accepts above its base (bounds and step rule,
   :meth:`Job.allowed_worker_counts`), plus "no extra" at weight 0, so every
   class has an item that fits.
@@ -51,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context
-from policies.scaling.pool import ResourcePool, keep_running
+from policies.scaling.pool import ResourcePool, demand, keep_running
 
 Item = tuple[int, float]
 """(weight in GPUs, value in seconds of remaining time saved)."""
@@ -95,6 +97,10 @@ class ArylKnapsack:
             if job.state is JobState.RUNNING:
                 continue
             base = self._base(job)
+            if not pool.fits(job, base):
+                self._shrink_extras_for(
+                    job, base, jobs=jobs, workers=workers, reasons=reasons, pool=pool
+                )
             if pool.fits(job, base):
                 workers[job.id] = base
                 pool.take(job, base)
@@ -150,6 +156,58 @@ class ArylKnapsack:
             ScalingResult(job_id=job.id, workers=workers[job.id], ps=job.ps, reason=reasons[job.id])
             for job in jobs
         ]
+
+    @staticmethod
+    def _shrink_extras_for(
+        waiting: Job,
+        base: int,
+        *,
+        jobs: Sequence[Job],
+        workers: dict[str, int],
+        reasons: dict[str, str],
+        pool: ResourcePool,
+    ) -> None:
+        """Take extra workers back from running elastic jobs so `waiting` gets its base.
+
+        Base demand comes before extras (Aryl gives every job its base first): a
+        running job's workers above its minimum were lent from GPUs nobody needed
+        then. The least urgent running jobs (last in service order) give back first,
+        one accepted step at a time, and only if giving back every extra lets the
+        waiting job fit; otherwise nothing is shrunk (a restart for nothing).
+        """
+        donors = [
+            j
+            for j in reversed(jobs)
+            if j.state is JobState.RUNNING
+            and j.elastic
+            and workers.get(j.id, 0) > j.allowed_worker_counts()[0]
+        ]
+        freeable = [0.0, 0.0, 0.0]
+        for donor in donors:
+            spare = workers[donor.id] - donor.allowed_worker_counts()[0]
+            for i, amount in enumerate(demand(donor, spare)):
+                freeable[i] += amount
+        needed = demand(waiting, base)
+        if any(
+            n > left + free + 1e-9
+            for n, left, free in zip(needed, pool.left, freeable, strict=True)
+        ):
+            return
+        for donor in donors:
+            counts = donor.allowed_worker_counts()
+            held = workers[donor.id]
+            while not pool.fits(waiting, base) and held > counts[0]:
+                lower = max(c for c in counts if c < held)
+                pool.take(donor, lower - held)  # a negative take gives the workers back
+                held = lower
+            if held != workers[donor.id]:
+                reasons[donor.id] = (
+                    f"Aryl: gives back {workers[donor.id] - held} extra workers so that "
+                    f"waiting job {waiting.id!r} gets its base demand"
+                )
+                workers[donor.id] = held
+            if pool.fits(waiting, base):
+                return
 
     def _base(self, job: Job) -> int:
         if self.params.base == "requested" or not job.elastic:
