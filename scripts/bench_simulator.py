@@ -162,11 +162,15 @@ def render(target_jobs: int, window: int, skip_profiles: bool) -> str:
         "|---|---:|",
         *[f"| {name} | {100 * share:.1f} % |" for name, share in functions],
         "",
-        "Per decision the engine rebuilds free capacity for every node, walks every running",
-        "job (holding its GPUs, re-deriving `placed_gpus`, checking its worker count) and",
-        "creates a validated pydantic object per job and stage (`ScalingResult`,",
-        "`JobExplanation`, `PlacementEntry`): its cost is linear in the snapshot with a large",
-        "constant, and that constant, not the event loop, bounds the simulator.",
+        "Per decision the engine copies the nodes' starting capacity (built once per node list "
+        "and reused while the simulator sends the same nodes), walks every running job (holding "
+        "its GPUs in one pass, checking its worker count) and creates a validated pydantic object "
+        "per job and stage (`ScalingResult`, `JobExplanation`, `PlacementEntry`): its cost is "
+        "linear in the snapshot, and that per-job cost, not the event loop, bounds the simulator. "
+        "What brought the target run from 115 s to 50 s: the capacity layout reused across "
+        "rounds, held GPUs counted node by node in one pass, `placed_gpus` computed without "
+        "`cached_property`'s per-object lock (Python 3.11), job views copied from a stored dict "
+        "of fields, and the stateful-policy check done once per pipeline.",
         "",
     ]
     return "\n".join(lines)

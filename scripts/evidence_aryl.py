@@ -308,13 +308,12 @@ def differences(results: Sequence[tuple[float, list[Run]]], span_days: float) ->
         "nonlinear function of load: the same extra capacity cuts a long queue by a "
         "larger factor than a short one, so ratios of averages depend on how close to "
         "saturation the window runs; the rows at several arrival rates show that.",
-        "**Elastic jobs keep what they grew into.** Our `aryl` knapsack never shrinks a "
-        "running job to start a waiting one: scaling neither preempts nor shrinks, and "
-        "only reclaims take workers away (docs/aryl.md). Elastic jobs that grow into "
-        "idle GPUs hold them when a burst arrives, and a waiting elastic job starts at "
-        "its minimum; so queueing can rise even as JCT falls"
-        + (f" (here at {', '.join(queue_up)})" if queue_up else "")
-        + ". This is our policy's choice, not a claim about the paper's.",
+        "**Base demand before extras.** Elastic jobs grow into idle GPUs (loans included); "
+        "when a job arrives whose base demand does not fit, running elastic jobs give back "
+        "extra workers, the least urgent first, each shrink costing a restart (docs/aryl.md), "
+        "so a burst does not queue behind jobs that grew while the cluster was quiet"
+        + (f"; queueing still rises at {', '.join(queue_up)}" if queue_up else "")
+        + ".",
         f"**Reclaims.** {shrunk:,} of the {touched:,} jobs that `aryl`'s reclaims touched "
         "were only shrunk: `loan_aware` placement puts elastic jobs' extra workers on "
         "loans, so returning a server costs them a restart (the measured model's restart "
