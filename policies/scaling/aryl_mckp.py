@@ -93,14 +93,13 @@ class ArylKnapsack:
         workers, reasons = keep_running(jobs, snapshot, pool, "Aryl")
         for job_id, count in workers.items():
             reasons.setdefault(job_id, f"Aryl: keeps the {count} workers it holds")
+        extras = _Extras(jobs, workers)
         for job in jobs:
             if job.state is JobState.RUNNING:
                 continue
             base = self._base(job)
             if not pool.fits(job, base):
-                self._shrink_extras_for(
-                    job, base, jobs=jobs, workers=workers, reasons=reasons, pool=pool
-                )
+                extras.give_back_for(job, base, workers=workers, reasons=reasons, pool=pool)
             if pool.fits(job, base):
                 workers[job.id] = base
                 pool.take(job, base)
@@ -157,62 +156,68 @@ class ArylKnapsack:
             for job in jobs
         ]
 
-    @staticmethod
-    def _shrink_extras_for(
+    def _base(self, job: Job) -> int:
+        if self.params.base == "requested" or not job.elastic:
+            return job.workers
+        return job.allowed_worker_counts()[0]
+
+
+class _Extras:
+    """Workers running elastic jobs hold above their minimum, which base demand comes before.
+
+    Aryl gives every job its base first: a running job's workers above its minimum
+    were lent from GPUs nobody needed then. When a waiting job's base does not fit,
+    the least urgent running jobs (last in service order) give back first, one
+    accepted step at a time, and only if giving back every extra left would let the
+    waiting job fit; otherwise nothing is shrunk (a restart for nothing). The donors
+    and what they could free are worked out once per round, so a long queue that
+    does not fit costs one comparison per job.
+    """
+
+    def __init__(self, jobs: Sequence[Job], workers: dict[str, int]) -> None:
+        self.donors: list[tuple[Job, list[int]]] = []
+        self.freeable = [0.0, 0.0, 0.0]
+        for job in reversed(jobs):
+            if job.state is not JobState.RUNNING or not job.elastic:
+                continue
+            counts = job.allowed_worker_counts()
+            spare = workers.get(job.id, 0) - counts[0]
+            if spare > 0:
+                self.donors.append((job, counts))
+                self._add(job, spare)
+
+    def _add(self, job: Job, workers: int) -> None:
+        for i, amount in enumerate(demand(job, workers)):
+            self.freeable[i] += amount
+
+    def give_back_for(
+        self,
         waiting: Job,
         base: int,
         *,
-        jobs: Sequence[Job],
         workers: dict[str, int],
         reasons: dict[str, str],
         pool: ResourcePool,
     ) -> None:
-        """Take extra workers back from running elastic jobs so `waiting` gets its base.
-
-        Base demand comes before extras (Aryl gives every job its base first): a
-        running job's workers above its minimum were lent from GPUs nobody needed
-        then. The least urgent running jobs (last in service order) give back first,
-        one accepted step at a time, and only if giving back every extra lets the
-        waiting job fit; otherwise nothing is shrunk (a restart for nothing).
-        """
-        donors = [
-            j
-            for j in reversed(jobs)
-            if j.state is JobState.RUNNING
-            and j.elastic
-            and workers.get(j.id, 0) > j.allowed_worker_counts()[0]
-        ]
-        freeable = [0.0, 0.0, 0.0]
-        for donor in donors:
-            spare = workers[donor.id] - donor.allowed_worker_counts()[0]
-            for i, amount in enumerate(demand(donor, spare)):
-                freeable[i] += amount
-        needed = demand(waiting, base)
-        if any(
-            n > left + free + 1e-9
-            for n, left, free in zip(needed, pool.left, freeable, strict=True)
-        ):
+        room = zip(demand(waiting, base), pool.left, self.freeable, strict=True)
+        if any(need > left + free + 1e-9 for need, left, free in room):
             return
-        for donor in donors:
-            counts = donor.allowed_worker_counts()
+        for donor, counts in self.donors:
             held = workers[donor.id]
+            before = held
             while not pool.fits(waiting, base) and held > counts[0]:
                 lower = max(c for c in counts if c < held)
                 pool.take(donor, lower - held)  # a negative take gives the workers back
+                self._add(donor, lower - held)
                 held = lower
-            if held != workers[donor.id]:
+            if held != before:
                 reasons[donor.id] = (
-                    f"Aryl: gives back {workers[donor.id] - held} extra workers so that "
+                    f"Aryl: gives back {before - held} extra workers so that "
                     f"waiting job {waiting.id!r} gets its base demand"
                 )
                 workers[donor.id] = held
             if pool.fits(waiting, base):
                 return
-
-    def _base(self, job: Job) -> int:
-        if self.params.base == "requested" or not job.elastic:
-            return job.workers
-        return job.allowed_worker_counts()[0]
 
 
 def solve_mckp(classes: Sequence[Sequence[Item]], capacity: int) -> list[int] | None:
