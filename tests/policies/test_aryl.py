@@ -256,61 +256,34 @@ def test_aryl_and_static_decisions_keep_the_invariants_on_loaned_clusters(
         assert_valid_decision(snapshot, decide(snapshot, profile))
 
 
-def test_aryl_takes_extra_workers_back_from_running_jobs_for_a_waiting_jobs_base() -> None:
-    snapshot = snap(
+def _grown_and_waiting(min_workers: int, waiting_workers: int) -> Snapshot:
+    """An elastic job grown onto a whole node, and a rigid job waiting behind it."""
+    return snap(
         [node("t0", 8)],
         [
             running(
                 "grown",
                 {"t0": tuple(range(8))},
-                min_workers=2,
+                min_workers=min_workers,
                 max_workers=8,
                 estimated_duration_s=600,
             ),
-            job("waiting", workers=3, estimated_duration_s=600, submit_time=10),
+            job("waiting", workers=waiting_workers, estimated_duration_s=600, submit_time=10),
         ],
     )
 
-    workers = _scale(snapshot)
 
+def test_aryl_takes_extra_workers_back_from_running_jobs_for_a_waiting_jobs_base() -> None:
     # It steps down through the counts it accepts (2..8) until three GPUs are free.
-    assert workers == {"grown": 5, "waiting": 3}
+    assert _scale(_grown_and_waiting(2, 3)) == {"grown": 5, "waiting": 3}
 
 
 def test_aryl_shrinks_no_one_when_giving_back_every_extra_would_not_be_enough() -> None:
-    snapshot = snap(
-        [node("t0", 8)],
-        [
-            running(
-                "grown",
-                {"t0": tuple(range(8))},
-                min_workers=4,
-                max_workers=8,
-                estimated_duration_s=600,
-            ),
-            job("big", workers=6, estimated_duration_s=600, submit_time=10),
-        ],
-    )
-
-    assert _scale(snapshot) == {"grown": 8, "big": 0}
+    assert _scale(_grown_and_waiting(4, 6)) == {"grown": 8, "waiting": 0}
 
 
 def test_aryl_profile_shrinks_a_grown_job_and_starts_the_waiting_one_in_one_decision() -> None:
-    snapshot = snap(
-        [node("t0", 8)],
-        [
-            running(
-                "grown",
-                {"t0": tuple(range(8))},
-                min_workers=2,
-                max_workers=8,
-                estimated_duration_s=600,
-            ),
-            job("waiting", workers=3, estimated_duration_s=600, submit_time=10),
-        ],
-    )
-
-    decision = decide(snapshot, "aryl")
+    decision = decide(_grown_and_waiting(2, 3), "aryl")
 
     placed = {p.job_id: sum(len(a.gpu_indices) for a in p.assignments) for p in decision.placement}
     assert placed == {"grown": 5, "waiting": 3}
