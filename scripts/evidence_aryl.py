@@ -42,7 +42,7 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from simulator.metrics import SimulationResult  # noqa: E402
 from simulator.paths import clusters_dir, traces_dir  # noqa: E402
 from simulator.report import fmt  # noqa: E402
 from simulator.runner import RunConfig, build_simulation  # noqa: E402
-from simulator.traces import TraceJob, read_trace  # noqa: E402
+from simulator.traces import TraceJob, compress_arrivals, read_trace  # noqa: E402
 from simulator.workload import WorkloadOptions, make_jobs  # noqa: E402
 
 SECTION = "aryl"
@@ -71,12 +71,6 @@ ROUND_PERIOD_S = 300.0
 PAPER = {"queue": 1.53, "jct": 1.50, "usage": 0.269}
 """arXiv 2202.07896 abstract: 1.53x and 1.50x lower average queueing and JCT, up to 26.9 %
 higher cluster usage, against the scheduler without capacity loaning or elastic scaling."""
-
-
-def compressed(rows: Sequence[TraceJob], load: float) -> list[TraceJob]:
-    """The rows with arrival gaps divided by `load` (durations and order unchanged)."""
-    start = rows[0].submit_time_s
-    return [replace(r, submit_time_s=start + (r.submit_time_s - start) / load) for r in rows]
 
 
 @dataclass
@@ -140,7 +134,7 @@ def measure(
 
 
 def run_load(rows: Sequence[TraceJob], cluster: ClusterSpec, load: float, seed: int) -> list[Run]:
-    trace = compressed(rows, load)
+    trace = compress_arrivals(rows, load)
     config = RunConfig(
         seed=seed,
         workload=WorkloadOptions(elastic_fraction=ELASTIC_FRACTION),

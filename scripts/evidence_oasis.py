@@ -38,7 +38,7 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,7 +54,7 @@ from simulator.metrics import SimulationResult  # noqa: E402
 from simulator.paths import clusters_dir, traces_dir  # noqa: E402
 from simulator.report import fmt  # noqa: E402
 from simulator.runner import RunConfig, build_simulation  # noqa: E402
-from simulator.traces import TraceJob, read_trace  # noqa: E402
+from simulator.traces import TraceJob, compress_arrivals, read_trace  # noqa: E402
 from simulator.workload import UTILITY_HORIZON, WorkloadOptions, make_jobs  # noqa: E402
 
 SECTION = "oasis"
@@ -97,12 +97,6 @@ class Load:
     peak_gpus: int
     mean_gpus: float
     hours_over: float
-
-
-def compressed(rows: Sequence[TraceJob], load: float) -> list[TraceJob]:
-    """The rows with arrival gaps divided by `load` (durations and order unchanged)."""
-    start = rows[0].submit_time_s
-    return [replace(r, submit_time_s=start + (r.submit_time_s - start) / load) for r in rows]
 
 
 def offered_load(rows: Sequence[TraceJob], capacity: int) -> Load:
@@ -178,7 +172,7 @@ def _rejections(run: Run, result: SimulationResult) -> None:
 def run_case(
     rows: Sequence[TraceJob], cluster: ClusterSpec, case: Case, seed: int
 ) -> tuple[list[Run], Load]:
-    trace = compressed(rows, case.load)
+    trace = compress_arrivals(rows, case.load)
     load = offered_load(trace, cluster.training_gpus())
     config = RunConfig(
         seed=seed, workload=WorkloadOptions(utility=case.form, utility_value=case.value)

@@ -11,7 +11,7 @@ from policies.model import StepUtility
 from simulator.cluster import ClusterSpecError, load_cluster
 from simulator.paths import clusters_dir, traces_dir
 from simulator.synthetic import SyntheticSpec, generate
-from simulator.traces import TraceError, read_trace, write_trace
+from simulator.traces import TraceError, TraceJob, compress_arrivals, read_trace, write_trace
 from simulator.workload import WorkloadError, WorkloadOptions, make_jobs
 
 HEADER = (
@@ -190,3 +190,17 @@ def test_priority_utility_values_are_seeded_per_job_and_independent_of_size() ->
     assert job.utility.value_at(2 * job.duration_s) == pytest.approx(job.utility.value / 2)
     with pytest.raises(WorkloadError, match="utility_value"):
         make_jobs(rows, WorkloadOptions(utility="sigmoid", utility_value="cost"))  # type: ignore[arg-type]
+
+
+def test_compressed_arrivals_keep_order_durations_and_the_first_arrival() -> None:
+    rows = [
+        TraceJob(job_id=i, submit_time_s=t, num_gpus=1, duration_s=d)
+        for i, t, d in [("a", 100.0, 50.0), ("b", 100.0, 10.0), ("c", 400.0, 5.0)]
+    ]
+    out = compress_arrivals(rows, 3.0)
+    assert [(r.job_id, r.submit_time_s, r.duration_s) for r in out] == [
+        ("a", 100.0, 50.0),
+        ("b", 100.0, 10.0),
+        ("c", 200.0, 5.0),
+    ]
+    assert compress_arrivals([], 2.0) == []
