@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi clean
+.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
 	$(BIN)/python scripts/train_dl2.py
+
+golden: $(STAMP) ## Re-record the golden decisions and metrics (only for an intended change of behaviour)
+	$(BIN)/python -m tests.golden.record
 
 openapi: $(STAMP) ## Print the OpenAPI spec
 	$(BIN)/arbiter openapi --indent

@@ -1,0 +1,111 @@
+"""The core reproduces the golden set exactly: same decisions, same state, same metrics.
+
+The set (`golden.json.gz`, see :mod:`tests.golden.record`) was recorded before the
+core was made fast; any difference here is a change of behaviour, which belongs in
+its own commit that re-records the set and says why.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+
+from policies.engine import Pipeline
+from policies.model import Snapshot
+from policies.registry import build_registry
+from simulator.deciders import EngineDecider, shipped_profiles
+from simulator.metrics import TIMING_KEYS
+from simulator.runner import build_simulation
+from tests.golden.record import (
+    SCENARIOS,
+    Scenario,
+    example_snapshot,
+    load_golden,
+    scenario_cluster,
+    scenario_config,
+    scenario_jobs,
+)
+from tests.golden.wire import decision_json, reclaim_json, reclaim_request_from, snapshot_from
+
+
+@cache
+def golden() -> dict[str, Any]:
+    return load_golden()
+
+
+@cache
+def pipeline(profile: str) -> Pipeline:
+    return Pipeline.build(shipped_profiles()[profile], build_registry())
+
+
+@cache
+def example(name: str) -> Snapshot:
+    return example_snapshot(name)
+
+
+def _first_difference(got: Any, want: Any, path: str = "") -> str:
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in sorted(set(want) | set(got)):
+            if key not in got or key not in want or got[key] != want[key]:
+                return _first_difference(got.get(key), want.get(key), f"{path}.{key}")
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return f"{path}: {len(got)} items, golden has {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if g != w:
+                return _first_difference(g, w, f"{path}[{i}]")
+    return f"{path}: got {got!r}, golden {want!r}"
+
+
+PROFILES = sorted(shipped_profiles())
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_golden_decision_is_reproduced(profile: str) -> None:
+    cases = [c for c in golden()["decisions"] if c["profile"] == profile]
+    assert cases, f"the golden set has no decision of {profile!r}"
+    for case in cases:
+        snapshot = (
+            example(case["example"]) if "example" in case else snapshot_from(case["snapshot"])
+        )
+        outcome = pipeline(profile).run(
+            snapshot, state=case["state"], seed=case["seed"], decision_id=case["decision_id"]
+        )
+        got = decision_json(outcome.decision)
+        assert got == case["decision"], (
+            f"{case['case']}: {_first_difference(got, case['decision'])}"
+        )
+        after = {**case["state"], **outcome.state}
+        assert after == case["state_after"], f"{case['case']}: state differs"
+
+
+def test_every_golden_reclaim_is_reproduced() -> None:
+    cases = golden()["reclaims"]
+    assert cases
+    for case in cases:
+        decider = EngineDecider.named(case["profile"])
+        snapshot = (
+            example(case["example"]) if "example" in case else snapshot_from(case["snapshot"])
+        )
+        answer = decider.reclaim(snapshot, reclaim_request_from(case["request"]), case["seed"])
+        got = reclaim_json(answer)
+        assert got == case["answer"], f"{case['case']}: {_first_difference(got, case['answer'])}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_golden_simulations_give_the_same_metrics(scenario: Scenario) -> None:
+    want = {
+        r["profile"]: r["metrics"]
+        for r in golden()["simulations"]
+        if r["scenario"] == scenario.name
+    }
+    assert want
+    jobs = scenario_jobs(scenario)
+    cluster = scenario_cluster(scenario)
+    for profile, metrics in want.items():
+        sim = build_simulation(jobs, cluster, scenario_config(scenario))
+        result = sim.run(EngineDecider.named(profile))
+        got = {k: v for k, v in result.metrics.items() if k not in TIMING_KEYS}
+        assert got == metrics, f"{scenario.name}/{profile}: {_first_difference(got, metrics)}"
