@@ -470,3 +470,8 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                 message=f"duplicate accelerator id {acc.id!r}",
             )
         seen_accelerators.add(acc.id)
+
+
+def decode_snapshot(raw: bytes | str) -> Snapshot:
+    """A snapshot from its JSON encoding (type-level validation only; see `snapshot_problems`)."""
+    return Snapshot.model_validate_json(raw)
