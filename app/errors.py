@@ -7,18 +7,22 @@ still answered in that shape (500), never as an HTML page or a bare string.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from policies.model import Problem
+from policies.model import Frozen, Problem
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +135,64 @@ def validation_error(error: ValidationError, prefix: str = "") -> InvalidRequest
         f"; first: {first.path}: {first.message}" if first else ""
     )
     return InvalidRequestError(detail, problems)
+
+
+_MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+
+
+def decode_error(
+    error: msgspec.MsgspecError, body: bytes, kind: type[Frozen]
+) -> InvalidRequestError:
+    """A decoder's refusal of `body` as `kind`, as a 422 that lists *every* problem.
+
+    The decoder stops at the first offending value (its message reads ``Expected `int`
+    >= 1 - at `$.snapshot.jobs[3].workers```). Only on this slow path, the body is
+    checked again against the JSON schema generated from the same type, the one the
+    OpenAPI spec publishes, so the caller hears of every field-level problem at once;
+    a check the schema cannot express (a `__post_init__` rule) comes from the decoder.
+    """
+    text = str(error)
+    if not isinstance(error, msgspec.ValidationError):
+        problems = [Problem(path="body", message=f"malformed JSON: {text}")]
+    else:
+        match = _MSGSPEC_PATH.match(text)
+        message = match.group("message") if match else text
+        path = ((match.group("path") if match else None) or "").lstrip(".") or "body"
+        problems = schema_problems(orjson.loads(body), kind)
+        if not any(p.path == path for p in problems):
+            problems.insert(0, Problem(path=path, message=message))
+    first = problems[0]
+    return InvalidRequestError(
+        f"{len(problems)} problem(s) in the request; first: {first.path}: {first.message}",
+        problems,
+    )
+
+
+@functools.cache
+def _validator(kind: type[Frozen]) -> Draft202012Validator:
+    return Draft202012Validator(msgspec.json.schema(kind))
+
+
+def schema_problems(document: object, kind: type[Frozen]) -> list[Problem]:
+    """Every place where `document` breaks the published JSON schema of `kind`.
+
+    A missing or unknown key is reported at its own path (`snapshot.profile`), not at
+    the object that lacks or carries it.
+    """
+    problems: list[Problem] = []
+    for error in _validator(kind).iter_errors(document):
+        at = list(error.absolute_path)
+        instance = error.instance
+        if error.validator == "required" and isinstance(instance, dict):
+            missing = [k for k in error.validator_value if k not in instance]
+            problems += [Problem(path=json_path([*at, k]), message="required") for k in missing]
+        elif error.validator == "additionalProperties" and isinstance(instance, dict):
+            known = error.schema.get("properties", {})
+            extra = [k for k in instance if k not in known]
+            problems += [Problem(path=json_path([*at, k]), message="unknown field") for k in extra]
+        else:
+            problems.append(Problem(path=json_path(at), message=error.message))
+    return problems
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
@@ -191,22 +192,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             summary=app.summary,
             routes=app.routes,
         )
-        # Raw-body routes declare their request schemas by reference; add those models.
+        # Raw-body routes declare their request schemas by reference; add those models:
+        # the core's Structs through msgspec's generator, the rest through pydantic's.
+        _, core_defs = msgspec.json.schema_components(
+            (DecisionRequest, StageDecisionRequest, ReclaimRequestBody, Decision, ReclaimDecision),
+            ref_template="#/components/schemas/{name}",
+        )
         _, defs = models_json_schema(
-            [
-                (m, "validation")
-                for m in (
-                    DecisionRequest,
-                    StageDecisionRequest,
-                    ReclaimRequestBody,
-                    FeedbackRequest,
-                )
-            ]
-            + [(m, "serialization") for m in (Decision, ReclaimDecision, ErrorOut)],
+            [(FeedbackRequest, "validation"), (ErrorOut, "serialization")],
             ref_template="#/components/schemas/{model}",
         )
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
-        for name, schema in defs.get("$defs", {}).items():
+        for name, schema in {**core_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
         app.openapi_schema = spec
         return spec

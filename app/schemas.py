@@ -1,64 +1,79 @@
-"""Request and response bodies of the HTTP API (the snapshot and decision are the core's)."""
+"""Request and response bodies of the HTTP API (the snapshot and decision are the core's).
+
+Bodies that carry a snapshot are msgspec Structs like the snapshot itself, decoded
+straight from the raw body; the others are pydantic models, as FastAPI expects.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from msgspec import Meta
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from policies.decision import ENGINE_STAGES, Stage
-from policies.model import Snapshot
-
-
-def _decision_stage(stage: Stage) -> Stage:
-    if stage not in ENGINE_STAGES:
-        raise ValueError(f"{stage.value} is not a decision stage: POST /v1/{stage.value}")
-    return stage
+from policies.decision import Stage
+from policies.model import Frozen, Snapshot
 
 
-DecisionStage = Annotated[Stage, AfterValidator(_decision_stage)]
-"""A stage the engine runs (reclaim, say, has its own endpoint)."""
+class DecisionRequest(Frozen, frozen=True, kw_only=True):
+    """POST /v1/decisions."""
 
-
-class DecisionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    profile: str = Field(description="Profile name, see GET /v1/profiles.", examples=["tiresias"])
+    profile: Annotated[
+        str, Meta(description="Profile name, see GET /v1/profiles.", examples=["tiresias"])
+    ]
     snapshot: Snapshot
-    stages: list[DecisionStage] | None = Field(
-        default=None,
-        description="Subset of stages to run (their prerequisites run too); default all.",
-    )
-    seed: int = Field(default=0, ge=0, description="Seed of randomised policies.")
+    stages: (
+        Annotated[
+            list[Literal["admission", "ordering", "scaling", "placement"]],
+            Meta(
+                description=(
+                    "Subset of stages to run (their prerequisites run too); default all. "
+                    "Reclaims are not a stage: POST /v1/reclaim."
+                )
+            ),
+        ]
+        | None
+    ) = None
+    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
+
+    @property
+    def engine_stages(self) -> list[Stage] | None:
+        return None if self.stages is None else [Stage(s) for s in self.stages]
 
 
-class StageDecisionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class StageDecisionRequest(Frozen, frozen=True, kw_only=True):
+    """POST /v1/decisions/{stage}: that stage and its prerequisites."""
 
-    profile: str = Field(examples=["fifo"])
+    profile: Annotated[str, Meta(description="Profile name.", examples=["fifo"])]
     snapshot: Snapshot
-    seed: int = Field(default=0, ge=0)
+    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
 
 
-class ReclaimRequestBody(BaseModel):
+class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
     """POST /v1/reclaim: give exactly one of `count` and `node_ids`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    profile: str = Field(
-        description="Profile name; its `reclaim` policy answers.", examples=["aryl"]
-    )
+    profile: Annotated[
+        str, Meta(description="Profile name; its `reclaim` policy answers.", examples=["aryl"])
+    ]
     snapshot: Snapshot
-    count: int | None = Field(
-        default=None, ge=1, description="Return this many loaned servers; the policy picks them."
-    )
-    node_ids: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        description="Return exactly these loaned servers; the answer says what that does.",
-    )
-    seed: int = Field(default=0, ge=0, description="Seed of randomised policies.")
+    count: (
+        Annotated[
+            int, Meta(ge=1, description="Return this many loaned servers; the policy picks them.")
+        ]
+        | None
+    ) = None
+    node_ids: (
+        Annotated[
+            list[str],
+            Meta(
+                min_length=1,
+                description="Return exactly these loaned servers; the answer says what that does.",
+            ),
+        ]
+        | None
+    ) = None
+    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
 
 
 class _Event(BaseModel):

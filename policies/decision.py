@@ -7,8 +7,9 @@ here; faults are exceptions elsewhere. Keys fixed by DESIGN §4 are kept as is.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Any
 
-from pydantic import Field, JsonValue
+from msgspec import Meta, field
 
 from policies.model import Assignment, Frozen
 
@@ -36,48 +37,50 @@ class Verdict(StrEnum):
     REJECT = "reject"  # never
 
 
-class AdmissionResult(Frozen):
+class AdmissionResult(Frozen, frozen=True):
     job_id: str
     verdict: Verdict
     reason: str
-    details: dict[str, JsonValue] = Field(
-        default_factory=dict,
-        description=(
-            "Numbers behind the verdict, policy-specific (OASiS: utility, priced cost, "
-            "binding resource, committed schedule); empty for most policies."
+    details: Annotated[
+        dict[str, Any],
+        Meta(
+            description=(
+                "Numbers behind the verdict, policy-specific (OASiS: utility, priced cost, "
+                "binding resource, committed schedule); empty for most policies."
+            )
         ),
-    )
+    ] = field(default_factory=dict)
 
     @property
     def admitted(self) -> bool:
         return self.verdict is Verdict.ADMIT
 
 
-class AdmissionEntry(Frozen):
+class AdmissionEntry(Frozen, frozen=True):
     job_id: str
     admitted: bool
     verdict: Verdict
     reason: str
-    details: dict[str, JsonValue] = Field(
-        default_factory=dict, description="The admission policy's numbers behind the verdict."
-    )
+    details: Annotated[
+        dict[str, Any], Meta(description="The admission policy's numbers behind the verdict.")
+    ] = field(default_factory=dict)
 
 
-class ScalingResult(Frozen):
+class ScalingResult(Frozen, frozen=True):
     """Workers (and parameter servers) a job should run with; 0 workers = not this round."""
 
     job_id: str
-    workers: int = Field(ge=0)
-    ps: int = Field(default=0, ge=0)
+    workers: Annotated[int, Meta(ge=0)]
+    ps: Annotated[int, Meta(ge=0)] = 0
     reason: str = ""
 
 
-class PlacementEntry(Frozen):
+class PlacementEntry(Frozen, frozen=True):
     job_id: str
     assignments: tuple[Assignment, ...]
 
 
-class JobNote(Frozen):
+class JobNote(Frozen, frozen=True):
     """A job and why it ended up where it did."""
 
     job_id: str
@@ -93,23 +96,23 @@ class JobStatus(StrEnum):
     REJECTED = "rejected"
 
 
-class JobExplanation(Frozen):
+class JobExplanation(Frozen, frozen=True):
     job_id: str
     status: JobStatus
     reason: str
 
 
-class PolicyRef(Frozen):
+class PolicyRef(Frozen, frozen=True):
     name: str
     version: str
 
 
-class Fallback(Frozen):
-    policy: str = Field(description="The heuristic that answered instead.")
+class Fallback(Frozen, frozen=True):
+    policy: Annotated[str, Meta(description="The heuristic that answered instead.")]
     reason: str
 
 
-class Decision(Frozen):
+class Decision(Frozen, frozen=True):
     decision_id: str
     cluster_id: str
     now: float
@@ -119,12 +122,14 @@ class Decision(Frozen):
     admission: tuple[AdmissionEntry, ...] = ()
     ordering: tuple[str, ...] = ()
     scaling: tuple[ScalingResult, ...] = ()
-    placement: tuple[PlacementEntry, ...] = Field(
-        default=(), description="Every job that runs after this decision, running ones included."
-    )
+    placement: Annotated[
+        tuple[PlacementEntry, ...],
+        Meta(description="Every job that runs after this decision, running ones included."),
+    ] = ()
     preemptions: tuple[JobNote, ...] = ()
     pending: tuple[JobNote, ...] = ()
-    explanations: tuple[JobExplanation, ...] = Field(
-        default=(), description="One entry per job of the snapshot, with its status and reason."
-    )
+    explanations: Annotated[
+        tuple[JobExplanation, ...],
+        Meta(description="One entry per job of the snapshot, with its status and reason."),
+    ] = ()
     fallback: Fallback | None = None

@@ -308,28 +308,20 @@ class _Round:
             elif r.verdict is Verdict.DEFER:
                 self._explain(r.job_id, JobStatus.PENDING, f"admission deferred: {r.reason}")
 
-        decision = {
-            "decision_id": decision_id,
-            "cluster_id": self.snapshot.cluster_id,
-            "now": self.snapshot.now,
-            "profile": self.pipeline.profile.name,
-            "stages": self.stages,
-            "admission": admission,
-        }
         ordered: list[Job] = []
         ordering = Ordering(job_ids=())
         if Stage.ORDERING in self.stages:
             ordering = self._ordering(schedulable)
             by_id = self.snapshot.jobs_by_id
             ordered = [by_id[i] for i in ordering.job_ids]
-            decision["ordering"] = ordering.job_ids
         scaling: list[ScalingResult] = []
         if Stage.SCALING in self.stages:
             scaling = self._scaling(ordered)
-            decision["scaling"] = tuple(scaling)
+        placement: tuple[PlacementEntry, ...] = ()
+        preempted: tuple[JobNote, ...] = ()
+        pending: tuple[JobNote, ...] = ()
         if Stage.PLACEMENT in self.stages:
             placement, preempted, pending = _Allocation(self, ordering, ordered, scaling).run()
-            decision.update(placement=placement, preemptions=preempted, pending=pending)
         else:
             for job in schedulable:
                 if job.id not in self.explanations:
@@ -342,14 +334,22 @@ class _Round:
             for r in verdicts
             if r.verdict is Verdict.DEFER
         )
-        decision["pending"] = tuple(decision.get("pending", ())) + deferred  # type: ignore[arg-type]
-        decision["explanations"] = tuple(
-            self.explanations[j.id] for j in jobs if j.id in self.explanations
+        return Decision(
+            decision_id=decision_id,
+            cluster_id=self.snapshot.cluster_id,
+            now=self.snapshot.now,
+            profile=self.pipeline.profile.name,
+            stages=self.stages,
+            policies=self.refs,
+            admission=admission,
+            ordering=ordering.job_ids,
+            scaling=tuple(scaling),
+            placement=placement,
+            preemptions=preempted,
+            pending=pending + deferred,
+            explanations=tuple(self.explanations[j.id] for j in jobs if j.id in self.explanations),
+            fallback=self.fallback,
         )
-        decision["policies"] = self.refs
-        decision["fallback"] = self.fallback
-        # Every part was checked or built above; validating the whole again costs O(jobs).
-        return Decision.model_construct(**decision)  # type: ignore[arg-type]
 
     def _admission(self, jobs: list[Job]) -> list[AdmissionResult]:
         policy = self.pipeline.admission

@@ -13,36 +13,36 @@ JSON path of the offending value rather than stopping at the first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from msgspec import Meta, field
+
+T = TypeVar("T")
 
 
-class Frozen(BaseModel):
+class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every domain model: immutable, strict about unknown keys.
 
-    Derived values that the engine reads for every job of every round are
-    `cached_property`s; a copy drops them, since they describe the original.
+    msgspec Structs rather than pydantic models: a large snapshot holds ~10,000 of
+    them, and decoding, building and encoding them is the hot path of every decision
+    (typed decoding straight from JSON bytes, validation in the decoder, no
+    intermediate dicts). Construction in Python does not validate; values from
+    outside come in through :func:`decode` or :func:`convert`, which do. Copies with
+    changes: :func:`msgspec.structs.replace`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        copy = super().model_copy(update=update, deep=deep)
-        for name in [k for k in copy.__dict__ if k not in type(self).model_fields]:
-            del copy.__dict__[name]
-        return copy
-
-
-class Problem(Frozen):
+class Problem(Frozen, frozen=True):
     """One semantic problem of a snapshot, located by its JSON path."""
 
-    path: str = Field(
-        description="JSON path of the offending value, e.g. `jobs[3].placement[0].node_id`."
-    )
+    path: Annotated[
+        str,
+        Meta(description="JSON path of the offending value, e.g. `jobs[3].placement[0].node_id`."),
+    ]
     message: str
 
 
@@ -64,51 +64,57 @@ class ScalingRule(StrEnum):
     POWER_OF_TWO = "power_of_two"  # the powers of two within [min, max]
 
 
-class Topology(Frozen):
-    rack: str = Field(default="", description="Rack (or top-of-rack switch) the node hangs off.")
-    nvlink_domain: str = Field(
-        default="", description="GPUs of nodes sharing a domain talk over NVLink/NVSwitch."
-    )
+class Topology(Frozen, frozen=True):
+    rack: Annotated[str, Meta(description="Rack (or top-of-rack switch) the node hangs off.")] = ""
+    nvlink_domain: Annotated[
+        str, Meta(description="GPUs of nodes sharing a domain talk over NVLink/NVSwitch.")
+    ] = ""
 
 
-class Node(Frozen):
-    id: str = Field(min_length=1)
-    gpu_type: str = Field(min_length=1, examples=["V100"])
-    gpus: int = Field(ge=0, le=64, description="GPU count; GPU indices are 0..gpus-1.")
-    gpu_memory_gb: float = Field(default=16.0, gt=0)
-    cpus: int = Field(default=32, ge=0)
-    memory_gb: float = Field(default=256.0, ge=0)
+NonEmpty = Annotated[str, Meta(min_length=1)]
+
+
+class Node(Frozen, frozen=True):
+    id: Annotated[str, Meta(min_length=1, description="Unique node id.")]
+    gpu_type: Annotated[str, Meta(min_length=1, examples=["V100"], description="GPU model.")]
+    gpus: Annotated[int, Meta(ge=0, le=64, description="GPU count; GPU indices are 0..gpus-1.")]
+    gpu_memory_gb: Annotated[float, Meta(gt=0, description="Memory of each GPU, GB.")] = 16.0
+    cpus: Annotated[int, Meta(ge=0, description="CPU cores.")] = 32
+    memory_gb: Annotated[float, Meta(ge=0, description="Host memory, GB.")] = 256.0
     topology: Topology = Topology()
-    pool: Pool = Pool.TRAINING
-    loaned: bool = Field(
-        default=False, description="An inference server currently lent to training."
+    pool: Annotated[Pool, Meta(description="Which pool the node serves.")] = Pool.TRAINING
+    loaned: Annotated[bool, Meta(description="An inference server currently lent to training.")] = (
+        False
     )
-    price_per_gpu_hour: float = Field(default=0.0, ge=0)
-    healthy: bool = True
+    price_per_gpu_hour: Annotated[float, Meta(ge=0, description="USD per GPU-hour.")] = 0.0
+    healthy: Annotated[bool, Meta(description="An unhealthy node takes no work.")] = True
 
     @property
     def schedulable_for_training(self) -> bool:
         return self.healthy and (self.pool is Pool.TRAINING or self.loaned)
 
 
-class Assignment(Frozen):
+class Assignment(Frozen, frozen=True):
     """GPUs of one node given to a job."""
 
-    node_id: str = Field(min_length=1)
-    gpu_indices: tuple[int, ...] = Field(min_length=1)
+    node_id: NonEmpty
+    gpu_indices: Annotated[tuple[int, ...], Meta(min_length=1)]
 
 
-class SigmoidUtility(Frozen):
+class SigmoidUtility(Frozen, frozen=True, tag_field="kind", tag="sigmoid"):
     """Utility that decays smoothly with completion time (OASiS §5)."""
 
-    kind: Literal["sigmoid"] = "sigmoid"
-    value: float = Field(gt=0, description="Utility if the job finishes immediately.")
-    midpoint_s: float = Field(
-        gt=0, description="Time after submission at which half the value is lost."
-    )
-    steepness: float = Field(
-        default=1.0, gt=0, description="How sharp the decay is around the midpoint."
-    )
+    value: Annotated[float, Meta(gt=0, description="Utility if the job finishes immediately.")]
+    midpoint_s: Annotated[
+        float, Meta(gt=0, description="Time after submission at which half the value is lost.")
+    ]
+    steepness: Annotated[
+        float, Meta(gt=0, description="How sharp the decay is around the midpoint.")
+    ] = 1.0
+
+    @property
+    def kind(self) -> str:
+        return "sigmoid"
 
     def value_at(self, elapsed_s: float) -> float:
         """Utility of finishing `elapsed_s` after submission: value / (1 + e^(s·(t − m)/m))."""
@@ -117,81 +123,133 @@ class SigmoidUtility(Frozen):
         return self.value / (1.0 + math.exp(min(exponent, 700.0)))
 
 
-class StepUtility(Frozen):
+class StepUtility(Frozen, frozen=True, tag_field="kind", tag="step"):
     """Full value before the deadline, nothing after (a hard deadline)."""
 
-    kind: Literal["step"] = "step"
-    value: float = Field(gt=0)
-    deadline_s: float = Field(gt=0, description="Deadline, seconds after submission.")
+    value: Annotated[float, Meta(gt=0, description="Utility if finished by the deadline.")]
+    deadline_s: Annotated[float, Meta(gt=0, description="Deadline, seconds after submission.")]
+
+    @property
+    def kind(self) -> str:
+        return "step"
 
     def value_at(self, elapsed_s: float) -> float:
         """Utility of finishing `elapsed_s` after submission (the deadline itself counts)."""
         return self.value if elapsed_s <= self.deadline_s else 0.0
 
 
-Utility = Annotated[SigmoidUtility | StepUtility, Field(discriminator="kind")]
+Utility = SigmoidUtility | StepUtility
 
 
-class Job(Frozen):
-    id: str = Field(min_length=1)
-    tenant: str = "default"
-    submit_time: float = Field(default=0.0, description="Seconds on the caller's clock.")
-    state: JobState = JobState.PENDING
-    admitted: bool = Field(
-        default=False,
-        description="A pending job already admitted in an earlier round skips admission.",
-    )
-    gpus_per_worker: int = Field(default=1, ge=1, le=64)
-    workers: int = Field(default=1, ge=1, description="Requested worker count.")
-    min_workers: int | None = Field(default=None, ge=1, description="Defaults to `workers`.")
-    max_workers: int | None = Field(default=None, ge=1, description="Defaults to `workers`.")
-    scaling_rule: ScalingRule = ScalingRule.LINEAR
-    worker_step: int = Field(default=1, ge=1)
-    ps: int = Field(default=0, ge=0, description="Parameter servers requested (0: all-reduce job).")
-    max_ps: int | None = Field(
-        default=None, ge=0, description="Most parameter servers it accepts; none = no limit."
-    )
-    workers_per_ps: float | None = Field(
-        default=None,
-        gt=0,
-        description=(
-            "Workers one parameter server feeds at full speed (OASiS's worker:PS ratio); "
-            "default: the requested `workers` / `ps`."
+class Job(Frozen, frozen=True):
+    id: Annotated[str, Meta(min_length=1, description="Unique job id.")]
+    tenant: Annotated[str, Meta(description="Tenant (team, queue) the job belongs to.")] = "default"
+    submit_time: Annotated[float, Meta(description="Seconds on the caller's clock.")] = 0.0
+    state: Annotated[
+        JobState,
+        Meta(
+            description=(
+                "`pending` (never ran, or waiting to be admitted), `running` (holds the GPUs "
+                "in `placement`) or `suspended` (preempted earlier, progress kept)."
+            )
         ),
-    )
-    ps_cpus: float = Field(default=0.0, ge=0, description="CPUs each parameter server needs.")
-    ps_memory_gb: float = Field(
-        default=0.0, ge=0, description="Memory each parameter server needs, GB."
-    )
-    cpus_per_worker: float = Field(default=0.0, ge=0)
-    memory_gb_per_worker: float = Field(default=0.0, ge=0)
-    gpu_memory_gb: float = Field(default=0.0, ge=0, description="GPU memory each worker needs.")
-    gang: bool = Field(default=True, description="All workers start together or none does.")
-    model: str = Field(default="", description="Model or model family, e.g. `resnet50`.")
-    total_work: float | None = Field(
-        default=None, gt=0, description="Work in any unit; with `work_done`, gives progress."
-    )
-    work_done: float = Field(default=0.0, ge=0)
-    estimated_duration_s: float | None = Field(
-        default=None, gt=0, description="Run time at the requested worker count, from start."
-    )
-    attained_service_gpu_s: float = Field(
-        default=0.0, ge=0, description="GPU-seconds received so far."
-    )
-    executed_time_s: float = Field(default=0.0, ge=0, description="Wall seconds run so far.")
-    speedup: dict[int, float] = Field(
-        default_factory=dict,
-        description="Throughput at N workers relative to one worker (N → factor).",
-    )
-    gpu_type_speed: dict[str, float] = Field(
-        default_factory=dict, description="Relative speed per GPU type (1.0 = reference)."
-    )
-    utility: Utility | None = None
-    priority: int = 0
-    preemptible: bool = True
-    placement: tuple[Assignment, ...] = Field(
-        default=(), description="Current GPUs; empty unless running."
-    )
+    ] = JobState.PENDING
+    admitted: Annotated[
+        bool,
+        Meta(description="A pending job already admitted in an earlier round skips admission."),
+    ] = False
+    gpus_per_worker: Annotated[int, Meta(ge=1, le=64, description="GPUs each worker uses.")] = 1
+    workers: Annotated[int, Meta(ge=1, description="Requested worker count.")] = 1
+    min_workers: Annotated[int, Meta(ge=1, description="Defaults to `workers`.")] | None = None
+    max_workers: Annotated[int, Meta(ge=1, description="Defaults to `workers`.")] | None = None
+    scaling_rule: Annotated[
+        ScalingRule, Meta(description="Which worker counts between the bounds it accepts.")
+    ] = ScalingRule.LINEAR
+    worker_step: Annotated[
+        int, Meta(ge=1, description="Step between accepted counts under the linear rule.")
+    ] = 1
+    ps: Annotated[
+        int, Meta(ge=0, description="Parameter servers requested (0: all-reduce job).")
+    ] = 0
+    max_ps: (
+        Annotated[
+            int, Meta(ge=0, description="Most parameter servers it accepts; none = no limit.")
+        ]
+        | None
+    ) = None
+    workers_per_ps: (
+        Annotated[
+            float,
+            Meta(
+                gt=0,
+                description=(
+                    "Workers one parameter server feeds at full speed (OASiS's worker:PS "
+                    "ratio); default: the requested `workers` / `ps`."
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    ps_cpus: Annotated[float, Meta(ge=0, description="CPUs each parameter server needs.")] = 0.0
+    ps_memory_gb: Annotated[
+        float, Meta(ge=0, description="Memory each parameter server needs, GB.")
+    ] = 0.0
+    cpus_per_worker: Annotated[
+        float, Meta(ge=0, description="CPU cores each worker needs on its node.")
+    ] = 0.0
+    memory_gb_per_worker: Annotated[
+        float, Meta(ge=0, description="Host memory each worker needs on its node, GB.")
+    ] = 0.0
+    gpu_memory_gb: Annotated[float, Meta(ge=0, description="GPU memory each worker needs.")] = 0.0
+    gang: Annotated[bool, Meta(description="All workers start together or none does.")] = True
+    model: Annotated[str, Meta(description="Model or model family, e.g. `resnet50`.")] = ""
+    total_work: (
+        Annotated[
+            float, Meta(gt=0, description="Work in any unit; with `work_done`, gives progress.")
+        ]
+        | None
+    ) = None
+    work_done: Annotated[
+        float, Meta(ge=0, description="Work done so far, in the unit of `total_work`.")
+    ] = 0.0
+    estimated_duration_s: (
+        Annotated[
+            float, Meta(gt=0, description="Run time at the requested worker count, from start.")
+        ]
+        | None
+    ) = None
+    attained_service_gpu_s: Annotated[
+        float, Meta(ge=0, description="GPU-seconds received so far.")
+    ] = 0.0
+    executed_time_s: Annotated[float, Meta(ge=0, description="Wall seconds run so far.")] = 0.0
+    speedup: Annotated[
+        dict[int, float],
+        Meta(description="Throughput at N workers relative to one worker (N → factor)."),
+    ] = field(default_factory=dict)
+    gpu_type_speed: Annotated[
+        dict[str, float], Meta(description="Relative speed per GPU type (1.0 = reference).")
+    ] = field(default_factory=dict)
+    utility: (
+        Annotated[
+            Utility,
+            Meta(
+                description=(
+                    "What finishing is worth over time (OASiS): a sigmoid decay or a hard "
+                    "deadline; none = no utility."
+                )
+            ),
+        ]
+        | None
+    ) = None
+    priority: Annotated[
+        int, Meta(description="Higher is more important; policies that use it say how.")
+    ] = 0
+    preemptible: Annotated[
+        bool, Meta(description="Whether the job may be stopped for others (progress is kept).")
+    ] = True
+    placement: Annotated[
+        tuple[Assignment, ...], Meta(description="Current GPUs; empty unless running.")
+    ] = ()
 
     @property
     def lo(self) -> int:
@@ -290,51 +348,65 @@ class Job(Frozen):
         return left * ratio
 
 
-class Tenant(Frozen):
-    id: str = Field(min_length=1)
-    weight: float = Field(default=1.0, gt=0)
-    gpu_quota: int | None = Field(
-        default=None, ge=0, description="Max GPUs at once; none = unlimited."
+class Tenant(Frozen, frozen=True):
+    id: Annotated[str, Meta(min_length=1, description="Unique tenant id.")]
+    weight: Annotated[float, Meta(gt=0, description="Share weight (DRF and fair policies).")] = 1.0
+    gpu_quota: (
+        Annotated[int, Meta(ge=0, description="Max GPUs at once; none = unlimited.")] | None
+    ) = None
+
+
+class InferenceRequest(Frozen, frozen=True, kw_only=True):
+    id: Annotated[str, Meta(min_length=1, description="Unique request id.")]
+    tenant: Annotated[str, Meta(description="Tenant the request belongs to.")] = "default"
+    model: Annotated[str, Meta(description="Model the request runs.")] = ""
+    size: Annotated[
+        float, Meta(gt=0, description="Work of the request (e.g. GFLOPs or tokens).")
+    ] = 1.0
+    arrival: Annotated[float, Meta(description="Arrival time, seconds on the caller's clock.")] = (
+        0.0
     )
+    sla_deadline: Annotated[float, Meta(description="Absolute time by which it must be served.")]
 
 
-class InferenceRequest(Frozen):
-    id: str = Field(min_length=1)
-    tenant: str = "default"
-    model: str = ""
-    size: float = Field(
-        default=1.0, gt=0, description="Work of the request (e.g. GFLOPs or tokens)."
-    )
-    arrival: float = 0.0
-    sla_deadline: float = Field(description="Absolute time by which it must be served.")
+class Accelerator(Frozen, frozen=True):
+    id: Annotated[str, Meta(min_length=1, description="Unique accelerator id.")]
+    kind: Annotated[
+        str, Meta(min_length=1, description="Accelerator type, e.g. `T4` or a dataflow style.")
+    ]
+    node_id: Annotated[str, Meta(description="Node the accelerator sits in, if any.")] = ""
+    speed: Annotated[float, Meta(gt=0, description="Work units per second.")] = 1.0
+    busy_until: Annotated[float, Meta(description="When its current work ends.")] = 0.0
 
 
-class Accelerator(Frozen):
-    id: str = Field(min_length=1)
-    kind: str = Field(min_length=1, description="Accelerator type, e.g. `T4` or a dataflow style.")
-    node_id: str = ""
-    speed: float = Field(default=1.0, gt=0, description="Work units per second.")
-    busy_until: float = 0.0
+class InferenceLoad(Frozen, frozen=True):
+    servers_needed: Annotated[int, Meta(ge=0, description="Inference servers needed now.")] = 0
+    forecast: Annotated[
+        tuple[int, ...], Meta(description="Servers needed in the coming intervals, nearest first.")
+    ] = ()
+    requests: Annotated[
+        tuple[InferenceRequest, ...], Meta(description="Pending inference requests.")
+    ] = ()
+    accelerators: Annotated[
+        tuple[Accelerator, ...], Meta(description="Accelerators that serve them.")
+    ] = ()
 
 
-class InferenceLoad(Frozen):
-    servers_needed: int = Field(default=0, ge=0, description="Inference servers needed now.")
-    forecast: tuple[int, ...] = Field(
-        default=(), description="Servers needed in the coming intervals, nearest first."
-    )
-    requests: tuple[InferenceRequest, ...] = ()
-    accelerators: tuple[Accelerator, ...] = ()
+class Snapshot(Frozen, frozen=True, dict=True):
+    """The cluster at one instant (DESIGN §3); `dict=True` keeps its cached lookups."""
 
-
-class Snapshot(Frozen):
-    cluster_id: str = Field(default="default", min_length=1)
-    now: float = Field(default=0.0, description="Seconds on the caller's clock.")
-    nodes: tuple[Node, ...] = ()
-    jobs: tuple[Job, ...] = ()
-    tenants: tuple[Tenant, ...] = ()
-    inference: InferenceLoad = InferenceLoad()
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    cluster_id: Annotated[
+        str, Meta(min_length=1, description="The cluster this snapshot describes.")
+    ] = "default"
+    now: Annotated[float, Meta(description="Seconds on the caller's clock.")] = 0.0
+    nodes: Annotated[tuple[Node, ...], Meta(description="Every node, in the caller's order.")] = ()
+    jobs: Annotated[
+        tuple[Job, ...], Meta(description="Every job, in the caller's order (the tie-break).")
+    ] = ()
+    tenants: Annotated[tuple[Tenant, ...], Meta(description="Tenants with weights or quotas.")] = ()
+    inference: Annotated[
+        InferenceLoad, Meta(description="Inference demand and pending requests.")
+    ] = InferenceLoad()
 
     @cached_property
     def nodes_by_id(self) -> dict[str, Node]:
@@ -472,6 +544,36 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
         seen_accelerators.add(acc.id)
 
 
+_SNAPSHOT_DECODER = msgspec.json.Decoder(Snapshot)
+
+
 def decode_snapshot(raw: bytes | str) -> Snapshot:
-    """A snapshot from its JSON encoding (type-level validation only; see `snapshot_problems`)."""
-    return Snapshot.model_validate_json(raw)
+    """A snapshot from its JSON encoding (type-level validation only; see `snapshot_problems`).
+
+    Raises :class:`msgspec.ValidationError` (a wrong value, with its JSON path) or
+    :class:`msgspec.DecodeError` (not JSON).
+    """
+    return _SNAPSHOT_DECODER.decode(raw)
+
+
+def decode(raw: bytes | str, kind: type[T]) -> T:
+    """A value of `kind` from JSON, validated by the types' constraints."""
+    return msgspec.json.decode(raw, type=kind)
+
+
+def convert(value: object, kind: type[T]) -> T:
+    """A value of `kind` from plain Python data (dicts, lists), validated like `decode`.
+
+    Lax like a JSON round trip: string keys of integer-keyed maps become integers.
+    """
+    return msgspec.convert(value, kind, strict=False)
+
+
+def encode(value: object) -> bytes:
+    """JSON bytes of a domain value (the wire format)."""
+    return msgspec.json.encode(value)
+
+
+def to_builtins(value: object) -> Any:
+    """A domain value as plain JSON-compatible Python data."""
+    return msgspec.to_builtins(value)

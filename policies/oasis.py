@@ -69,7 +69,15 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from policies.model import Assignment, Frozen, Job, JobState, SigmoidUtility, Snapshot, Utility
+from policies.model import (
+    Assignment,
+    Job,
+    JobState,
+    SigmoidUtility,
+    Snapshot,
+    StepUtility,
+    Utility,
+)
 
 STATE_KEY = "oasis"
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
@@ -150,6 +158,10 @@ class OasisParams(BaseModel):
 
 
 # -- the state, as JSON -----------------------------------------------------------------------
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Segment(Frozen):
@@ -342,7 +354,7 @@ def latest_positive_utility(utility: Utility, elapsed_now: float, elapsed_end: f
     late = utility.value_at(elapsed_end)
     if late > 0:
         return late
-    if utility.kind == "step" and utility.deadline_s >= elapsed_now:
+    if isinstance(utility, StepUtility) and utility.deadline_s >= elapsed_now:
         return utility.value
     return 0.0
 
@@ -916,7 +928,7 @@ def _why_none(
 
 
 def _utility_text(utility: Utility) -> str:
-    if utility.kind == "step":
+    if isinstance(utility, StepUtility):
         return f"deadline {utility.deadline_s:g} s after submission"
     return f"sigmoid, value {utility.value:g}, midpoint {utility.midpoint_s:g} s"
 

@@ -13,19 +13,24 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from policies.decision import Stage
-from policies.model import Frozen
 from policies.registry import Registry
 
 
-class PolicyChoice(Frozen):
+class _Config(BaseModel):
+    """Profiles are configuration, read once at start-up: pydantic, for its rich errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PolicyChoice(_Config):
     name: str
     params: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class Profile(Frozen):
+class Profile(_Config):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     description: str = ""
     admission: PolicyChoice = PolicyChoice(name="accept_all")

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, JsonValue
 
 from policies.capacity import FreeCapacity
 from policies.decision import AdmissionResult, Decision, ScalingResult, Stage
@@ -62,21 +62,17 @@ class Context:
         return self.snapshot.training_gpus()
 
 
-class Ordering(Frozen):
+class Ordering(Frozen, frozen=True):
     """An ordering of the schedulable jobs and how the engine should walk it."""
 
     job_ids: tuple[str, ...]
-    preemptive: bool = Field(
-        default=False,
-        description="Running jobs lower in the order may be preempted for higher ones.",
-    )
-    backfill: bool = Field(
-        default=False,
-        description="A job that does not fit lets later jobs start (else it blocks them).",
-    )
+    preemptive: bool = False
+    """Running jobs lower in the order may be preempted for higher ones."""
+    backfill: bool = False
+    """A job that does not fit lets later jobs start (else it blocks them)."""
 
 
-class PlacementOutcome(Frozen):
+class PlacementOutcome(Frozen, frozen=True):
     """Assignments for a job, or why it cannot be placed (an expected outcome, not a fault)."""
 
     assignments: tuple[Assignment, ...] = ()

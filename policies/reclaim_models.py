@@ -12,76 +12,108 @@ Keys fixed by DESIGN §4 (`servers`, `shrink[].job_id`, `shrink[].workers`,
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Annotated
 
-from pydantic import Field, model_validator
+from msgspec import Meta, field
 
 from policies.decision import Fallback, PolicyRef
 from policies.model import Assignment, Frozen
 
 
-class ReclaimRequest(Frozen):
+class ReclaimRequest(Frozen, frozen=True):
     """How many loaned servers must go back, or exactly which: one of the two."""
 
-    count: int | None = Field(
-        default=None, ge=1, description="Return this many loaned servers; the policy picks them."
-    )
-    node_ids: tuple[str, ...] | None = Field(
-        default=None,
-        min_length=1,
-        description="Return exactly these loaned servers; the policy works out the consequences.",
-    )
+    count: (
+        Annotated[
+            int, Meta(ge=1, description="Return this many loaned servers; the policy picks them.")
+        ]
+        | None
+    ) = None
+    node_ids: (
+        Annotated[
+            tuple[str, ...],
+            Meta(
+                min_length=1,
+                description=(
+                    "Return exactly these loaned servers; the policy works out the consequences."
+                ),
+            ),
+        ]
+        | None
+    ) = None
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
+    def __post_init__(self) -> None:
+        # Checked while decoding too: msgspec reports it as a validation error.
         if (self.count is None) == (self.node_ids is None):
             raise ValueError("give exactly one of count and node_ids")
-        return self
 
 
-class ShrinkEntry(Frozen):
+class ShrinkEntry(Frozen, frozen=True):
     """A job that keeps running on fewer workers once the servers are returned."""
 
     job_id: str
-    workers: int = Field(ge=1, description="Worker count after the reclaim, one the job accepts.")
-    assignments: tuple[Assignment, ...] = Field(
-        description="The GPUs the job keeps: a subset of its placement, none on returned servers."
-    )
+    workers: Annotated[
+        int, Meta(ge=1, description="Worker count after the reclaim, one the job accepts.")
+    ]
+    assignments: Annotated[
+        tuple[Assignment, ...],
+        Meta(
+            description=(
+                "The GPUs the job keeps: a subset of its placement, none on returned servers."
+            )
+        ),
+    ]
 
 
-class ReclaimReasons(Frozen):
-    servers: dict[str, str] = Field(
-        default_factory=dict, description="Why each returned server was chosen and what it costs."
-    )
-    jobs: dict[str, str] = Field(
-        default_factory=dict, description="Why each shrunk or preempted job is treated so."
-    )
+class ReclaimReasons(Frozen, frozen=True):
+    servers: Annotated[
+        dict[str, str], Meta(description="Why each returned server was chosen and what it costs.")
+    ] = field(default_factory=dict)
+    jobs: Annotated[
+        dict[str, str], Meta(description="Why each shrunk or preempted job is treated so.")
+    ] = field(default_factory=dict)
 
 
-class ReclaimResult(Frozen):
+class ReclaimResult(Frozen, frozen=True, kw_only=True):
     """A policy's answer; :func:`policies.reclaiming.run_reclaim` checks it before use."""
 
-    servers: tuple[str, ...] = Field(description="Loaned servers to return, in the order chosen.")
+    servers: Annotated[
+        tuple[str, ...], Meta(description="Loaned servers to return, in the order chosen.")
+    ]
     shrink: tuple[ShrinkEntry, ...] = ()
-    preempt: tuple[str, ...] = Field(default=(), description="Jobs that must stop.")
-    cost: float = Field(
-        ge=0,
-        description=(
-            "Preemption cost of the answer: one per preempted job (shrinking costs nothing)."
+    preempt: Annotated[tuple[str, ...], Meta(description="Jobs that must stop.")] = ()
+    cost: Annotated[
+        float,
+        Meta(
+            ge=0,
+            description=(
+                "Preemption cost of the answer: one per preempted job (shrinking costs nothing)."
+            ),
         ),
-    )
-    preempted_gpus: int = Field(default=0, ge=0, description="GPUs the preempted jobs held.")
-    reasons: ReclaimReasons = ReclaimReasons()
-    shortfall: str | None = Field(
-        default=None,
-        description="Set when fewer loaned servers exist than were asked for: all are returned.",
-    )
-    fallback: Fallback | None = Field(
-        default=None, description="Set when the profile's policy failed and its fallback answered."
-    )
+    ]
+    preempted_gpus: Annotated[int, Meta(ge=0, description="GPUs the preempted jobs held.")] = 0
+    reasons: ReclaimReasons = field(default_factory=ReclaimReasons)
+    shortfall: (
+        Annotated[
+            str,
+            Meta(
+                description=(
+                    "Set when fewer loaned servers exist than were asked for: all are returned."
+                )
+            ),
+        ]
+        | None
+    ) = None
+    fallback: (
+        Annotated[
+            Fallback,
+            Meta(description="Set when the profile's policy failed and its fallback answered."),
+        ]
+        | None
+    ) = None
 
 
-class ReclaimDecision(ReclaimResult):
+class ReclaimDecision(ReclaimResult, frozen=True, kw_only=True):
     """A reclaim as the service answers and logs it."""
 
     decision_id: str

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from msgspec.structs import replace
+
 from policies.decision import Fallback, Stage
 from policies.engine import PolicyFault
 from policies.model import Job, Pool, Problem, Snapshot
@@ -86,9 +88,7 @@ def run_reclaim(
         if fallback is None:
             raise
         answer = _checked(fallback, ctx, request)
-        return answer.model_copy(
-            update={"fallback": Fallback(policy=fallback.name, reason=str(fault))}
-        )
+        return replace(answer, fallback=Fallback(policy=fallback.name, reason=str(fault)))
 
 
 def _checked(policy: ReclaimPolicy, ctx: Context, request: ReclaimRequest) -> ReclaimResult:

@@ -28,9 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from msgspec.structs import replace
+
 from policies.decision import Stage
 from policies.engine import Pipeline
-from policies.model import Job, JobState, Snapshot
+from policies.model import Job, JobState, Snapshot, decode_snapshot
 from policies.profiles import load_profiles
 from policies.protocols import Context
 from policies.reclaim_models import ReclaimRequest
@@ -62,14 +64,13 @@ def applied(snapshot: Snapshot) -> Snapshot:
             update = {"state": JobState.SUSPENDED, "placement": ()}
         else:
             update = {}
-        jobs.append(job.model_copy(update=update))
+        jobs.append(replace(job, **update))
     return with_jobs(snapshot, jobs)
 
 
 def with_jobs(snapshot: Snapshot, jobs: Sequence[Job]) -> Snapshot:
-    # Built anew rather than model_copy'd, which would carry cached lookups of the old jobs.
-    fields = {name: getattr(snapshot, name) for name in Snapshot.model_fields}
-    return Snapshot(**{**fields, "jobs": tuple(jobs)})
+    # A new Struct: its cached lookups are built afresh for the new jobs.
+    return replace(snapshot, jobs=tuple(jobs))
 
 
 def schedulable(snapshot: Snapshot) -> list[Job]:
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--snapshot", type=Path, default=Path("examples/large.json"))
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args(argv)
-    snapshot = Snapshot.model_validate_json(args.snapshot.read_bytes())
+    snapshot = decode_snapshot(args.snapshot.read_bytes())
     registry = build_registry()
     loaned = [n.id for n in snapshot.nodes if n.loaned]
     running_only = with_jobs(snapshot, [j for j in snapshot.jobs if j.state is JobState.RUNNING])

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import orjson
+from msgspec.structs import replace
 
 from policies.decision import Decision, Stage, Verdict
 from policies.engine import Outcome, Pipeline
-from policies.model import Job, JobState, Snapshot
+from policies.model import Job, JobState, Snapshot, convert, decode_snapshot
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 
@@ -59,7 +60,7 @@ def applied(
                 update.update(state=JobState.RUNNING, placement=placed[job.id])
             elif job.state is JobState.RUNNING:
                 update.update(state=JobState.SUSPENDED, placement=())
-        jobs.append(Job.model_validate({**job.model_dump(), **update}))
+        jobs.append(replace(job, **update))
     return Snapshot(
         cluster_id=snapshot.cluster_id,
         now=snapshot.now + advance_s,
@@ -79,7 +80,7 @@ def main() -> None:
     registry = build_registry()
     profiles = load_profiles(registry)
     oasis = Pipeline.build(profiles["oasis"], registry)
-    snapshot = Snapshot.model_validate_json(args.snapshot.read_bytes())
+    snapshot = decode_snapshot(args.snapshot.read_bytes())
 
     first: Outcome
     first, seconds = timed(lambda: oasis.run(snapshot), args.repeat)
@@ -91,14 +92,15 @@ def main() -> None:
     later = applied(snapshot, first.decision, 60.0, ())
     second, seconds = timed(lambda: oasis.run(later, state=first.state), args.repeat)
     print(f"round 2: nothing new to judge, state reconciled: {seconds * 1e3:.0f} ms")
-    arrival = Job.model_validate(
+    arrival = convert(
         {
             "id": "bench-arrival",
             "submit_time": later.now,
             "workers": 4,
             "max_workers": 8,
             "estimated_duration_s": 7200,
-        }
+        },
+        Job,
     )
     third_snapshot = applied(later, second.decision, 60.0, (arrival,))
     _, seconds = timed(lambda: oasis.run(third_snapshot, state=second.state), args.repeat)

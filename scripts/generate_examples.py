@@ -47,7 +47,7 @@ from typing import TypeAlias, TypeVar
 # the import path unless the project is installed; put it there so `policies` imports.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.model import Job, Snapshot, snapshot_problems
+from policies.model import Job, Snapshot, convert, snapshot_problems
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, JsonValue]
@@ -637,7 +637,7 @@ def lend_servers(servers: list[NodeState], jobs: list[JobDraft], rng: random.Ran
         if job.state != "running" or job.min_workers is None:
             continue
         held = sum(len(gpus) for _, gpus in job.placement) // job.gpus_per_worker
-        counts = Job.model_validate(job_json(job)).allowed_worker_counts()
+        counts = convert(job_json(job), Job).allowed_worker_counts()
         for count in (c for c in counts if c > held):
             fits = [
                 node
@@ -695,7 +695,7 @@ def snapshot_json(layout: Layout, nodes: list[NodeState], jobs: list[JobDraft]) 
 
 def check_snapshot(name: str, snapshot: JsonObject) -> None:
     """Refuse to write an example that the service would reject."""
-    problems = snapshot_problems(Snapshot.model_validate(snapshot))
+    problems = snapshot_problems(convert(snapshot, Snapshot))
     if problems:
         listed = "; ".join(f"{p.path}: {p.message}" for p in problems[:5])
         raise SystemExit(f"{name}: generated snapshot has {len(problems)} problem(s): {listed}")

@@ -48,6 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from msgspec.structs import replace as replace_struct
+
 from policies.decision import Decision, Verdict
 from policies.model import (
     Assignment,
@@ -60,7 +62,7 @@ from policies.model import (
     Tenant,
     snapshot_problems,
 )
-from policies.profiles import PolicyChoice, Profile
+from policies.profiles import Profile
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from policies.reclaiming import run_reclaim
 from policies.registry import build_registry
@@ -134,8 +136,7 @@ def default_reclaimer() -> Reclaimer:
     Used only when the simulation is driven by something that cannot answer
     reclaims itself (a bare decision function in the stepping API).
     """
-    choice = Profile.model_fields["reclaim"].default
-    assert isinstance(choice, PolicyChoice)
+    choice = Profile(name="default").reclaim
     policy = build_registry().reclaim(choice.name, choice.params)
 
     def answer(snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
@@ -157,7 +158,6 @@ class _SimJob:
         "admitted",
         "attained",
         "base",
-        "base_fields",
         "cost",
         "executed",
         "finish",
@@ -186,8 +186,6 @@ class _SimJob:
         self.spec = spec
         self.shape = shape
         self.base = base
-        # The base view's field values, copied into every later view of the job.
-        self.base_fields = {k: v for k, v in base.__dict__.items() if k in _JOB_FIELDS}
         self.state: str = _PENDING
         self.admitted = False
         self.placement: tuple[Assignment, ...] = ()
@@ -588,7 +586,7 @@ class Simulation:
     def _set_loaned(self, node_id: str, loaned: bool) -> None:
         i = self._node_index[node_id]
         nodes = list(self._nodes)
-        nodes[i] = self.base_nodes[i].model_copy(update={"loaned": loaned})
+        nodes[i] = replace_struct(self.base_nodes[i], loaned=loaned)
         self._nodes = tuple(nodes)
         if loaned:
             self._loaned.add(node_id)
@@ -676,31 +674,27 @@ class Simulation:
     def _view(self, job: _SimJob) -> Job:
         if job.state == _RUNNING:
             job.sync(self.now)
-            return _evolve(
-                job.base_fields,
-                {
-                    "state": _STATE_RUNNING,
-                    "admitted": True,
-                    "placement": job.placement,
-                    "ps": job.ps_alloc if job.spec.ps else 0,
-                    "work_done": job.work_done,
-                    "attained_service_gpu_s": job.attained,
-                    "executed_time_s": job.executed,
-                },
+            return replace_struct(
+                job.base,
+                state=_STATE_RUNNING,
+                admitted=True,
+                placement=job.placement,
+                ps=job.ps_alloc if job.spec.ps else 0,
+                work_done=job.work_done,
+                attained_service_gpu_s=job.attained,
+                executed_time_s=job.executed,
             )
         if job.view is None:
             if job.first_start is None and not job.admitted:
                 job.view = job.base
             else:
-                job.view = _evolve(
-                    job.base_fields,
-                    {
-                        "state": JobState(job.state),
-                        "admitted": job.admitted,
-                        "work_done": job.work_done,
-                        "attained_service_gpu_s": job.attained,
-                        "executed_time_s": job.executed,
-                    },
+                job.view = replace_struct(
+                    job.base,
+                    state=JobState(job.state),
+                    admitted=job.admitted,
+                    work_done=job.work_done,
+                    attained_service_gpu_s=job.attained,
+                    executed_time_s=job.executed,
                 )
         return job.view
 
@@ -917,28 +911,6 @@ class Simulation:
             note=job.note,
             utility=spec.utility,
         )
-
-
-_JOB_FIELDS = frozenset(Job.model_fields)
-_JOB_FIELDS_SET = set(_JOB_FIELDS)
-
-
-def _evolve(fields: dict[str, object], changes: dict[str, object]) -> Job:
-    """A Job with `fields` updated by `changes`, without pydantic's bookkeeping, for speed.
-
-    Only for the simulator's own values, of the right types already: a snapshot
-    is rebuilt every round, and this is most of its cost. `fields` are a base
-    view's field values only: cached derived values (e.g. `placed_gpus`) describe
-    the original. Tests check that such views validate back to themselves.
-    """
-    clone = Job.__new__(Job)
-    state = fields.copy()
-    state.update(changes)
-    object.__setattr__(clone, "__dict__", state)
-    object.__setattr__(clone, "__pydantic_fields_set__", _JOB_FIELDS_SET)
-    object.__setattr__(clone, "__pydantic_extra__", None)
-    object.__setattr__(clone, "__pydantic_private__", None)
-    return clone
 
 
 def _unchanged(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:

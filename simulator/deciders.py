@@ -29,7 +29,7 @@ from pydantic import JsonValue
 
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
-from policies.model import Snapshot
+from policies.model import Snapshot, decode, encode
 from policies.profiles import Profile, load_profiles
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
 from policies.reclaiming import run_reclaim
@@ -134,7 +134,7 @@ class HttpDecider:
                 b',"seed":',
                 str(seed).encode(),
                 b',"snapshot":',
-                snapshot.model_dump_json().encode(),
+                encode(snapshot),
                 b"}",
             )
         )
@@ -146,7 +146,7 @@ class HttpDecider:
                 f"POST {self.url} answered {response.status_code}: {response.text[:500]}"
             )
         try:
-            return Decision.model_validate_json(response.content)
+            return decode(response.content, Decision)
         except ValueError as error:
             raise DecisionServiceError(f"POST {self.url}: not a decision: {error}") from error
 
@@ -165,7 +165,7 @@ class HttpDecider:
                 b",",
                 asked,
                 b',"snapshot":',
-                snapshot.model_dump_json().encode(),
+                encode(snapshot),
                 b"}",
             )
         )
@@ -177,14 +177,14 @@ class HttpDecider:
                 f"POST {self.reclaim_url} answered {response.status_code}: {response.text[:500]}"
             )
         try:
-            answer = ReclaimDecision.model_validate_json(response.content)
+            answer = decode(response.content, ReclaimDecision)
         except ValueError as error:
             raise DecisionServiceError(
                 f"POST {self.reclaim_url}: not a reclaim answer: {error}"
             ) from error
         # The service's bookkeeping (decision id, profile, policy) is not part of the answer.
-        return ReclaimResult.model_validate(
-            {name: getattr(answer, name) for name in ReclaimResult.model_fields}
+        return ReclaimResult(
+            **{name: getattr(answer, name) for name in ReclaimResult.__struct_fields__}
         )
 
     def close(self) -> None:

@@ -10,7 +10,8 @@ raw body, already validated by the app) so that it is stored without being decod
 encoded again: such bytes travel as an :class:`orjson.Fragment`, which orjson embeds
 verbatim. They are not re-validated here; a payload the database refuses as JSON is
 set aside by the decision log (see :mod:`storage.log`), never silently dropped. A
-pydantic model (at the top or nested in a dict) is encoded by its own serializer when
+model (a Struct or pydantic model, at the top or nested in a dict) is encoded by its own
+encoder when
 the row or line is written, on the log's thread rather than the request's.
 """
 
@@ -20,17 +21,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 from pydantic import BaseModel
 
 JsonObject = dict[str, Any]
-JsonDocument = JsonObject | bytes | BaseModel
-"""A JSON document: a dict, pre-serialised bytes, or a pydantic model encoded when written."""
+JsonDocument = JsonObject | bytes | BaseModel | msgspec.Struct
+"""A JSON document: a dict, pre-serialised bytes, or a model (Struct or pydantic) encoded
+when written."""
 
 
 def _encode_other(value: object) -> object:
-    """orjson's hook for types it does not know: pydantic models are encoded by their own
-    serializer (so a model passed where a dict is expected is still stored as JSON)."""
+    """orjson's hook for types it does not know: the core's Structs and pydantic models are
+    encoded by their own encoders (so one passed where a dict is expected is still stored)."""
+    if isinstance(value, msgspec.Struct):
+        return orjson.Fragment(msgspec.json.encode(value))
     serializer = getattr(value, "__pydantic_serializer__", None)
     if serializer is not None and hasattr(value, "model_dump"):
         return orjson.Fragment(serializer.to_json(value))
@@ -46,8 +51,10 @@ def _json_value(document: JsonDocument) -> object:
     """A document as a value orjson can encode without re-encoding raw bytes."""
     if isinstance(document, bytes | bytearray | memoryview):
         return orjson.Fragment(bytes(document))
-    if isinstance(document, BaseModel):
+    if isinstance(document, msgspec.Struct):
         # Encoded here, on the log's thread, so the request path never pays for it.
+        return orjson.Fragment(msgspec.json.encode(document))
+    if isinstance(document, BaseModel):
         return orjson.Fragment(document.__pydantic_serializer__.to_json(document))
     return document
 

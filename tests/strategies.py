@@ -26,6 +26,7 @@ from policies.model import (
     Snapshot,
     Tenant,
     Topology,
+    convert,
     snapshot_problems,
 )
 
@@ -170,7 +171,7 @@ def snapshots(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 10) -> Snapsh
         if work_done is not None:
             fields.update(total_work=100.0, work_done=work_done)
         if state is JobState.RUNNING:
-            placement = _place_running(draw, Job.model_validate(fields), free)
+            placement = _place_running(draw, convert(fields, Job), free)
             if placement:
                 fields.update(state=JobState.RUNNING, placement=placement)
             else:
@@ -179,7 +180,7 @@ def snapshots(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 10) -> Snapsh
             fields["state"] = JobState.SUSPENDED
         if state is JobState.PENDING:
             fields["admitted"] = admitted
-        jobs.append(Job.model_validate(fields))
+        jobs.append(convert(fields, Job))
     snapshot = Snapshot(
         cluster_id="test", now=NOW, nodes=tuple(node_list), jobs=tuple(jobs), tenants=tuple(tenants)
     )
@@ -247,10 +248,10 @@ def loaned_snapshots(draw: st.DrawFn, max_jobs: int = 8) -> Snapshot:
             "estimated_duration_s": 3600.0,
             **draw(_ELASTIC_OR_NOT),
         }
-        placement = _place_running(draw, Job.model_validate(fields), free)
+        placement = _place_running(draw, convert(fields, Job), free)
         if placement:
             fields.update(state=JobState.RUNNING, placement=placement)
-        jobs.append(Job.model_validate(fields))
+        jobs.append(convert(fields, Job))
     snapshot = Snapshot(cluster_id="lent", now=NOW, nodes=tuple(node_list), jobs=tuple(jobs))
     problems = snapshot_problems(snapshot)
     assert not problems, problems

@@ -21,7 +21,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from app.cli import build_parser
-from policies.model import Snapshot, snapshot_problems
+from policies.model import Snapshot, convert, decode_snapshot, snapshot_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -340,7 +340,7 @@ def test_example_snapshot_validates_without_problems(name: str) -> None:
     snapshot = example_snapshot(EXAMPLES / name)
     if snapshot is None:
         pytest.skip(f"{name} holds no snapshot")
-    problems = snapshot_problems(Snapshot.model_validate(snapshot))
+    problems = snapshot_problems(convert(snapshot, Snapshot))
     assert problems == []
 
 
@@ -369,14 +369,14 @@ def test_generator_gives_valid_snapshots_for_another_seed(tmp_path: Path) -> Non
     for name in ("small.json", "large.json"):
         text = (tmp_path / name).read_text(encoding="utf-8")
         assert text != (EXAMPLES / name).read_text(encoding="utf-8")
-        assert snapshot_problems(Snapshot.model_validate_json(text)) == []
+        assert snapshot_problems(decode_snapshot(text)) == []
     reclaim = json.loads((tmp_path / "reclaim.json").read_text(encoding="utf-8"))
-    assert snapshot_problems(Snapshot.model_validate(reclaim["snapshot"])) == []
+    assert snapshot_problems(convert(reclaim["snapshot"], Snapshot)) == []
 
 
 def test_examples_have_the_sizes_the_benchmarks_assume() -> None:
-    small = Snapshot.model_validate_json((EXAMPLES / "small.json").read_bytes())
-    large = Snapshot.model_validate_json((EXAMPLES / "large.json").read_bytes())
+    small = decode_snapshot((EXAMPLES / "small.json").read_bytes())
+    large = decode_snapshot((EXAMPLES / "large.json").read_bytes())
 
     assert len(small.nodes) == 16
     assert len({n.topology.rack for n in small.nodes}) == 2
@@ -402,7 +402,7 @@ def test_examples_have_the_sizes_the_benchmarks_assume() -> None:
 
 def test_reclaim_example_asks_aryl_for_two_of_the_loaned_servers() -> None:
     request = json.loads((EXAMPLES / "reclaim.json").read_text(encoding="utf-8"))
-    snapshot = Snapshot.model_validate(request["snapshot"])
+    snapshot = convert(request["snapshot"], Snapshot)
     loaned = [n.id for n in snapshot.nodes if n.loaned]
     on = {
         node_id: [j for j in snapshot.jobs for a in j.placement if a.node_id == node_id]

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
+import msgspec
 import orjson
 from pydantic import BaseModel, JsonValue, ValidationError
 
@@ -39,15 +40,24 @@ from app.errors import (
     InvalidSnapshotError,
     NotFoundError,
     PolicyFailedError,
+    decode_error,
     validation_error,
 )
 from app.metrics import Metrics
 from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
 from app.services.shadow import ShadowDecider, ShadowTarget
-from policies.decision import ENGINE_STAGES, Decision, Stage
+from policies.decision import ENGINE_STAGES, Stage
 from policies.engine import Pipeline, PolicyFault
 from policies.learned.models import ModelBlob, ModelProvider, StaticModels
-from policies.model import Problem, Snapshot, snapshot_problems
+from policies.model import (
+    Frozen,
+    Problem,
+    Snapshot,
+    decode,
+    encode,
+    snapshot_problems,
+    to_builtins,
+)
 from policies.profiles import Profile
 from policies.protocols import learned_model_key
 from policies.registry import Registry
@@ -55,6 +65,7 @@ from storage.cache import Cache, InProcessCache
 from storage.records import DecisionRecord, FeedbackRecord
 
 M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound=Frozen)
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +76,19 @@ class LogSink(Protocol):
 
 
 def parse_body(body: bytes, model: type[M]) -> M:
-    """Validate a raw JSON body straight into `model` (no intermediate dict)."""
+    """Validate a raw JSON body straight into a pydantic `model` (no intermediate dict)."""
     try:
         return model.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(error) from error
+
+
+def decode_body(body: bytes, kind: type[S]) -> S:
+    """Decode a raw JSON body straight into a core Struct, validated by the decoder."""
+    try:
+        return decode(body, kind)
+    except msgspec.MsgspecError as error:
+        raise decode_error(error, body, kind) from error
 
 
 def check_snapshot(snapshot: Snapshot) -> None:
@@ -225,18 +244,13 @@ class DecisionService:
     def decide(self, body: bytes, stage: Stage | None = None) -> bytes:
         """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
         started = time.perf_counter()
+        request: DecisionRequest | StageDecisionRequest
         stages: Sequence[Stage] | None
         if stage is None:
-            request = parse_body(body, DecisionRequest)
-            stages, endpoint = request.stages, "decisions"
+            request = decode_body(body, DecisionRequest)
+            stages, endpoint = request.engine_stages, "decisions"
         else:
-            stage_request = parse_body(body, StageDecisionRequest)
-            request = DecisionRequest(
-                profile=stage_request.profile,
-                snapshot=stage_request.snapshot,
-                stages=[stage],
-                seed=stage_request.seed,
-            )
+            request = decode_body(body, StageDecisionRequest)
             stages, endpoint = [stage], f"decisions/{stage.value}"
         pipeline = self.pipeline(request.profile)
         check_snapshot(request.snapshot)
@@ -255,7 +269,7 @@ class DecisionService:
                 decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
         except PolicyFault as fault:
             raise PolicyFailedError(str(fault)) from fault
-        encoded = Decision.__pydantic_serializer__.to_json(decision)
+        encoded = encode(decision)
         elapsed = time.perf_counter() - started
         self.metrics.decisions.labels(request.profile, endpoint).inc()
         self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
@@ -268,11 +282,11 @@ class DecisionService:
             created_at=datetime.now(UTC),
             now=decision.now,
             stages=[s.value for s in decision.stages],
-            policies={k: v.model_dump() for k, v in decision.policies.items()},
+            policies=to_builtins(decision.policies),
             snapshot=request.snapshot,
             decision=encoded,
             latency_ms=elapsed * 1000.0,
-            fallback=decision.fallback.model_dump() if decision.fallback else None,
+            fallback=to_builtins(decision.fallback) if decision.fallback else None,
         )
         if self.shadow is not None and self.shadow.shadows(request.profile):
             self.shadow.submit(

@@ -14,13 +14,15 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from msgspec.structs import asdict
+
 from app.errors import InvalidRequestError, NotFoundError, PolicyFailedError
 from app.metrics import Metrics
 from app.schemas import ReclaimRequestBody
-from app.services.decisions import LogSink, check_snapshot, parse_body
+from app.services.decisions import LogSink, check_snapshot, decode_body
 from policies.decision import PolicyRef, Stage
 from policies.engine import PolicyFault
-from policies.model import Problem
+from policies.model import Problem, encode, to_builtins
 from policies.profiles import Profile
 from policies.protocols import ReclaimPolicy
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest
@@ -47,7 +49,7 @@ class ReclaimService:
     def reclaim(self, body: bytes) -> bytes:
         """Answer a reclaim request given as raw JSON; return the answer as JSON bytes."""
         started = time.perf_counter()
-        request = parse_body(body, ReclaimRequestBody)
+        request = decode_body(body, ReclaimRequestBody)
         policy = self.policies.get(request.profile)
         if policy is None:
             known = ", ".join(sorted(self.policies))
@@ -68,14 +70,14 @@ class ReclaimService:
             raise PolicyFailedError(str(fault)) from fault
         answered_by = policy if result.fallback is None else self.fallbacks[request.profile]
         decision = ReclaimDecision(
-            **dict(result),
+            **asdict(result),
             decision_id=uuid.uuid4().hex,
             cluster_id=request.snapshot.cluster_id,
             now=request.snapshot.now,
             profile=request.profile,
             policy=PolicyRef(name=answered_by.name, version=answered_by.version),
         )
-        encoded = ReclaimDecision.__pydantic_serializer__.to_json(decision)
+        encoded = encode(decision)
         elapsed = time.perf_counter() - started
         self.metrics.decisions.labels(request.profile, "reclaim").inc()
         self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
@@ -89,11 +91,11 @@ class ReclaimService:
                 created_at=datetime.now(UTC),
                 now=decision.now,
                 stages=[Stage.RECLAIM.value],
-                policies={Stage.RECLAIM.value: decision.policy.model_dump()},
+                policies={Stage.RECLAIM.value: to_builtins(decision.policy)},
                 snapshot=request.snapshot,
                 decision=encoded,
                 latency_ms=elapsed * 1000.0,
-                fallback=result.fallback.model_dump() if result.fallback else None,
+                fallback=to_builtins(result.fallback) if result.fallback else None,
             )
         )
         return encoded

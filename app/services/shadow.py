@@ -30,12 +30,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from pydantic import JsonValue
 
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
-from policies.model import Snapshot
+from policies.model import Snapshot, to_builtins
 from policies.profiles import Profile
 from storage.records import DecisionRecord
 
@@ -174,10 +173,10 @@ class ShadowDecider:
         latency_ms = (time.perf_counter() - started) * 1000.0
         shadow: dict[str, Any] = {
             "profile": target.profile,
-            "policies": {k: v.model_dump() for k, v in decision.policies.items()},
-            "decision": orjson.loads(Decision.__pydantic_serializer__.to_json(decision)),
+            "policies": to_builtins(decision.policies),
+            "decision": to_builtins(decision),
             "latency_ms": latency_ms,
-            "fallback": decision.fallback.model_dump() if decision.fallback else None,
+            "fallback": to_builtins(decision.fallback),
         }
         if target.version is not None:
             shadow["model_version"] = target.version

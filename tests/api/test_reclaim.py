@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 
 from app.settings import Settings
 from policies.decision import Stage
-from policies.model import Snapshot
+from policies.model import Snapshot, convert
 from policies.protocols import Context, NoParams
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
@@ -66,7 +66,7 @@ def problems(response: Any) -> list[str]:
 
 def test_example_file_gives_a_valid_answer(client: TestClient) -> None:
     request = json.loads(EXAMPLE.read_text(encoding="utf-8"))
-    snapshot = Snapshot.model_validate(request["snapshot"])
+    snapshot = convert(request["snapshot"], Snapshot)
     loaned = {n.id for n in snapshot.nodes if n.loaned}
 
     response = post(client, request)

@@ -27,7 +27,7 @@ from typing import Any
 
 from policies.decision import Decision
 from policies.engine import Pipeline
-from policies.model import Snapshot
+from policies.model import Snapshot, to_builtins
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from policies.registry import build_registry
 from simulator.cluster import ClusterSpec, load_cluster
@@ -152,7 +152,7 @@ class Recorder:
                 "case": f"{self.scenario}/{self.inner.profile.name}/reclaim-{len(self.reclaims)}",
                 "profile": self.inner.profile.name,
                 "snapshot": snapshot_json(snapshot),
-                "request": json.loads(request.model_dump_json()),
+                "request": to_builtins(request),
                 "seed": seed,
                 "answer": reclaim_json(answer),
             }

@@ -6,25 +6,25 @@ import json
 from typing import Any
 
 from policies.decision import Decision
-from policies.model import Snapshot
+from policies.model import Snapshot, decode, decode_snapshot, encode
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
 
 def snapshot_json(snapshot: Snapshot) -> Any:
-    return json.loads(snapshot.model_dump_json())
+    return json.loads(encode(snapshot))
 
 
 def decision_json(decision: Decision) -> Any:
-    return json.loads(decision.model_dump_json())
+    return json.loads(encode(decision))
 
 
 def reclaim_json(answer: ReclaimResult) -> Any:
-    return json.loads(answer.model_dump_json())
+    return json.loads(encode(answer))
 
 
 def snapshot_from(data: Any) -> Snapshot:
-    return Snapshot.model_validate_json(json.dumps(data))
+    return decode_snapshot(json.dumps(data))
 
 
 def reclaim_request_from(data: Any) -> ReclaimRequest:
-    return ReclaimRequest.model_validate_json(json.dumps(data))
+    return decode(json.dumps(data), ReclaimRequest)

@@ -6,19 +6,29 @@ from collections.abc import Mapping
 
 from policies.decision import Decision, JobStatus, Stage, Verdict
 from policies.engine import Pipeline
-from policies.model import Assignment, Job, JobState, Node, Snapshot, Tenant, snapshot_problems
+from policies.model import (
+    Assignment,
+    Job,
+    JobState,
+    Node,
+    Snapshot,
+    Tenant,
+    convert,
+    snapshot_problems,
+    to_builtins,
+)
 from policies.profiles import PolicyChoice, Profile, load_profiles
 from policies.protocols import Context
 from policies.registry import build_registry
 
 
 def node(node_id: str, gpus: int = 8, **fields: object) -> Node:
-    return Node.model_validate({"id": node_id, "gpu_type": "V100", "gpus": gpus, **fields})
+    return convert({"id": node_id, "gpu_type": "V100", "gpus": gpus, **fields}, Node)
 
 
 def job(job_id: str, **fields: object) -> Job:
     """A pending job already admitted (so admission does not get in the way) unless told."""
-    return Job.model_validate({"id": job_id, "admitted": True, **fields})
+    return convert({"id": job_id, "admitted": True, **fields}, Job)
 
 
 def running(job_id: str, on: Mapping[str, tuple[int, ...]], **fields: object) -> Job:
@@ -28,7 +38,7 @@ def running(job_id: str, on: Mapping[str, tuple[int, ...]], **fields: object) ->
     assert isinstance(gpw, int)
     workers = sum(len(g) for g in on.values()) // gpw
     base: dict[str, object] = {"id": job_id, "workers": workers}
-    return Job.model_validate({**base, **fields, "state": JobState.RUNNING, "placement": placement})
+    return convert({**base, **fields, "state": JobState.RUNNING, "placement": placement}, Job)
 
 
 def snap(
@@ -102,7 +112,7 @@ def next_snapshot(snapshot: Snapshot, decision: Decision, advance_s: float = 0.0
                 update.update(state=JobState.RUNNING, placement=placed[j.id])
             elif j.state is JobState.RUNNING:
                 update.update(state=JobState.SUSPENDED, placement=())
-        jobs.append(Job.model_validate({**j.model_dump(), **update}))
+        jobs.append(convert({**to_builtins(j), **update}, Job))
     # A new model rather than model_copy, which would carry over cached lookups.
     return Snapshot(
         cluster_id=snapshot.cluster_id,

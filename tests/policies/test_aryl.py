@@ -6,6 +6,7 @@ from itertools import product
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from policies.capacity import FreeCapacity
 from policies.decision import JobStatus
@@ -223,10 +224,7 @@ def test_aryl_profile_grows_jobs_onto_loans_so_that_a_reclaim_only_shrinks_them(
     placed = {p.job_id: p.assignments for p in decision.placement}
     after = snap(
         list(snapshot.nodes),
-        [
-            j.model_copy(update={"state": JobState.RUNNING, "placement": placed[j.id]})
-            for j in snapshot.jobs
-        ],
+        [replace(j, state=JobState.RUNNING, placement=placed[j.id]) for j in snapshot.jobs],
     )
     request = ReclaimRequest(count=2)
     result = run_reclaim(REGISTRY.reclaim("aryl"), after, request)

@@ -11,12 +11,13 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from pydantic import JsonValue
 
 from policies.admission.oasis import OasisAdmission
 from policies.decision import AdmissionResult, JobStatus, Stage, Verdict
 from policies.engine import Outcome, Pipeline
-from policies.model import Assignment, Job, JobState, Snapshot, StepUtility
+from policies.model import Assignment, Job, JobState, Snapshot, StepUtility, decode_snapshot
 from policies.oasis import (
     STATE_KEY,
     Market,
@@ -350,7 +351,7 @@ def test_scaling_runs_the_committed_schedule_slot_by_slot() -> None:
     later = Snapshot(
         now=SLOT,
         nodes=snapshot.nodes,
-        jobs=(snapshot.jobs_by_id["a"].model_copy(update={"admitted": True}),),
+        jobs=(replace(snapshot.jobs_by_id["a"], admitted=True),),
     )
     second = oasis.run(later, state=first.state)
     (scaling,) = second.decision.scaling
@@ -405,12 +406,11 @@ def test_commit_drops_finished_jobs_and_cuts_the_past() -> None:
     assert sorted(plans(first)) == ["a", "b"]
 
     # One slot later "b" has finished (gone from the snapshot); "a" still runs.
-    a_running = snapshot.jobs_by_id["a"].model_copy(
-        update={
-            "admitted": True,
-            "state": JobState.RUNNING,
-            "placement": (Assignment(node_id="n0", gpu_indices=(1,)),),
-        }
+    a_running = replace(
+        snapshot.jobs_by_id["a"],
+        admitted=True,
+        state=JobState.RUNNING,
+        placement=(Assignment(node_id="n0", gpu_indices=(1,)),),
     )
     later = Snapshot(now=SLOT, nodes=snapshot.nodes, jobs=(a_running,))
     second = oasis.run(later, state=first.state)
@@ -434,13 +434,12 @@ def test_the_current_slot_is_overwritten_by_what_runs() -> None:
     assert current.nodes == tuple((a.node_id, len(a.gpu_indices), 0) for a in entry.assignments)
 
     # Then the job really runs with one worker only (say the caller shrank it): that wins.
-    shrunk = snapshot.jobs_by_id["a"].model_copy(
-        update={
-            "admitted": True,
-            "state": JobState.RUNNING,
-            "min_workers": 1,
-            "placement": (Assignment(node_id="n0", gpu_indices=(3,)),),
-        }
+    shrunk = replace(
+        snapshot.jobs_by_id["a"],
+        admitted=True,
+        state=JobState.RUNNING,
+        min_workers=1,
+        placement=(Assignment(node_id="n0", gpu_indices=(3,)),),
     )
     second = oasis.run(
         Snapshot(now=10.0, nodes=snapshot.nodes, jobs=(shrunk,)),
@@ -482,7 +481,7 @@ def test_running_jobs_outside_oasis_load_the_prices_for_their_remaining_time() -
 
 def test_oasis_decides_the_large_example_in_reasonable_time() -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "large.json"
-    snapshot = Snapshot.model_validate_json(path.read_text())
+    snapshot = decode_snapshot(path.read_text())
     profile = load_profiles(REGISTRY)["oasis"]
     started = time.perf_counter()
     outcome = Pipeline.build(profile, REGISTRY).run(snapshot)

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from policies.decision import Stage
 from policies.engine import PolicyFault
-from policies.model import Node, Pool, Snapshot
+from policies.model import Node, Pool, Snapshot, convert
 from policies.protocols import Context, NoParams
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from policies.reclaiming import ReclaimRequestError, answer_problems, run_reclaim
@@ -26,7 +26,7 @@ def lent(node_id: str, gpus: int = 4) -> Node:
 
 
 def reclaim(snapshot: Snapshot, policy: str = "aryl", **asked: object) -> ReclaimResult:
-    request = ReclaimRequest.model_validate(asked)
+    request = convert(asked, ReclaimRequest)
     result = run_reclaim(REGISTRY.reclaim(policy), snapshot, request, seed=1)
     assert_valid_reclaim(snapshot, request, result)
     return result

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from policies.decision import Decision, PlacementEntry
 from policies.model import Assignment, Job, JobState, ScalingRule, Snapshot
@@ -77,16 +78,15 @@ def _one_reclaim_setup(tmp_path: Path, profile: str) -> tuple[Simulation, Snapsh
     assert first.now == 0.0
     assert {n.id for n in first.nodes if n.loaned} == {FIRST, SECOND}
     admitted = EngineDecider.named("fifo-backfill")(first, 0, "d0")
-    decision = admitted.model_copy(
-        update={
-            "placement": (
-                PlacementEntry(
-                    job_id="E", assignments=(_on(TRAINING, 0, 1, 2, 3), _on(FIRST, 0, 1, 2, 3))
-                ),
-                PlacementEntry(job_id="R", assignments=(_on(SECOND, 0),)),
+    decision = replace(
+        admitted,
+        placement=(
+            PlacementEntry(
+                job_id="E", assignments=(_on(TRAINING, 0, 1, 2, 3), _on(FIRST, 0, 1, 2, 3))
             ),
-            "preemptions": (),
-        }
+            PlacementEntry(job_id="R", assignments=(_on(SECOND, 0),)),
+        ),
+        preemptions=(),
     )
     after, done = sim.step(decision)
     assert not done
@@ -138,8 +138,7 @@ def test_a_shrink_costs_the_perf_models_restart(tmp_path: Path) -> None:
 
 def _loaned_snapshot() -> Snapshot:
     nodes = tuple(
-        n.model_copy(update={"loaned": True}) if n.id in (FIRST, SECOND) else n
-        for n in LOANING.build_nodes()
+        replace(n, loaned=True) if n.id in (FIRST, SECOND) else n for n in LOANING.build_nodes()
     )
     elastic = Job(
         id="E",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from policies.decision import Decision, PlacementEntry
-from policies.model import Assignment, Snapshot
+from policies.model import Assignment, Snapshot, decode_snapshot, encode
 from simulator.core import InvalidDecisionError, Simulation, SimulationError, check_decision
 from simulator.deciders import EngineDecider
 from simulator.perf import PerfOptions
@@ -28,7 +29,7 @@ def test_step_by_step_equals_run() -> None:
     steps = 0
     while snapshot is not None:
         # The snapshot is a valid, self-contained API input: it survives a JSON round trip.
-        assert Snapshot.model_validate_json(snapshot.model_dump_json()) == snapshot
+        assert decode_snapshot(encode(snapshot)) == snapshot
         decision = decider(snapshot, sim.round_seed(), f"d{steps}")
         snapshot, done = sim.step(decision)
         assert done == (snapshot is None)
@@ -65,13 +66,12 @@ def test_a_gpu_given_twice_is_refused() -> None:
     good = EngineDecider.named("fifo")(snapshot, 0, "x")
     node = snapshot.nodes[0].id
     same = (Assignment(node_id=node, gpu_indices=(0, 1)),)
-    bad = good.model_copy(
-        update={
-            "placement": (
-                PlacementEntry(job_id="a", assignments=same),
-                PlacementEntry(job_id="b", assignments=same),
-            )
-        }
+    bad = replace(
+        good,
+        placement=(
+            PlacementEntry(job_id="a", assignments=same),
+            PlacementEntry(job_id="b", assignments=same),
+        ),
     )
     problems = check_decision(snapshot, bad)
     assert any("GPU 0 of" in p and "given to 'a' and 'b'" in p for p in problems)
@@ -88,17 +88,16 @@ def test_running_job_must_be_kept_or_preempted() -> None:
     assert snapshot is not None
     assert any(j.state == "running" for j in snapshot.jobs)
     decision = decider(snapshot, 0, "y")
-    dropped: Decision = decision.model_copy(update={"placement": (), "preemptions": ()})
+    dropped: Decision = replace(decision, placement=(), preemptions=())
     assert any("neither placed nor preempted" in p for p in check_decision(snapshot, dropped))
-    outside = decision.model_copy(
-        update={
-            "placement": (
-                *decision.placement,
-                PlacementEntry(
-                    job_id="c", assignments=(Assignment(node_id="nowhere", gpu_indices=(0,)),)
-                ),
-            )
-        }
+    outside = replace(
+        decision,
+        placement=(
+            *decision.placement,
+            PlacementEntry(
+                job_id="c", assignments=(Assignment(node_id="nowhere", gpu_indices=(0,)),)
+            ),
+        ),
     )
     assert any("unknown node" in p for p in check_decision(snapshot, outside))
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from msgspec.structs import replace
 
 from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.learned.dl2.features import Allocation, Dl2Config
 from policies.learned.dl2.network import Dl2Model
-from policies.model import ScalingRule, Snapshot
+from policies.model import ScalingRule, Snapshot, encode
 from policies.registry import build_registry
 from tests.policies.builders import job, node, running, snap
 from training.dl2.episodes import EpisodeSpec
@@ -134,14 +135,14 @@ def test_demonstrations_read_decision_log_rows_as_json() -> None:
     snapshot = _contended()
     pipeline = Pipeline.build(teacher_profile("drf", REGISTRY), REGISTRY)
     decision = pipeline.decide(snapshot, decision_id="d")
-    rows = [(orjson.loads(snapshot.model_dump_json()), orjson.loads(decision.model_dump_json()))]
+    rows = [(orjson.loads(encode(snapshot)), orjson.loads(encode(decision)))]
     from_json = demonstrations(rows, CONFIG)
     from_models = demonstrations([(snapshot, decision)], CONFIG)
     assert len(from_json) > 1
     assert from_json.actions[-1] == CONFIG.stop_action
     np.testing.assert_array_equal(from_json.states, from_models.states)
     np.testing.assert_array_equal(from_json.actions, from_models.actions)
-    no_scaling = decision.model_copy(update={"scaling": ()})
+    no_scaling = replace(decision, scaling=())
     assert len(demonstrations([(snapshot, no_scaling)], CONFIG)) == 0
 
 

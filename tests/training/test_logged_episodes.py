@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.model import ScalingRule, Snapshot
+from policies.model import ScalingRule, Snapshot, convert
 from simulator.perf import GENERIC
 from training.dl2.logged import logged_episodes, simulated_family
 
@@ -28,7 +28,7 @@ def record(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A logged (snapshot, decision) pair as the log stores it: JSON, validated on the way in."""
     snapshot = {"cluster_id": cluster_id, "now": now, "nodes": nodes or NODES, "jobs": jobs}
-    Snapshot.model_validate(snapshot)
+    convert(snapshot, Snapshot)
     return snapshot, {"decision_id": "d"}
 
 
@@ -163,7 +163,7 @@ def test_jobs_of_a_cluster_without_gpu_nodes_are_skipped() -> None:
 
 def test_snapshot_models_and_their_json_give_the_same_episodes() -> None:
     records = [record([job("a", 0.0), job("b", 10.0, max_workers=2)]), record([job("c", 20.0)])]
-    as_models = [(Snapshot.model_validate(s), d) for s, d in records]
+    as_models = [(convert(s, Snapshot), d) for s, d in records]
 
     assert logged_episodes(as_models, 3) == logged_episodes(records, 3)
 

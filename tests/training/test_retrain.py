@@ -7,9 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
+from policies.model import to_builtins
 from policies.registry import build_registry
 from simulator.deciders import EngineDecider
 from training.dl2.episodes import EpisodeSpec
@@ -62,7 +64,7 @@ def episode(tmp_path_factory: pytest.TempPathFactory) -> EpisodeSpec:
 def logged(episode: EpisodeSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """DRF's decisions on the episode's eight jobs, as JSON, as the decision log stores them."""
     return [
-        (snapshot.model_dump(mode="json"), decision.model_dump(mode="json"))
+        (to_builtins(snapshot), to_builtins(decision))
         for snapshot, decision in simulated_records([episode], teacher_profile("drf"))
     ]
 
@@ -107,7 +109,7 @@ def test_records_without_any_scaling_to_imitate_fail_with_a_reason(
     episode: EpisodeSpec, incumbent: Dl2Model
 ) -> None:
     records = [
-        (snapshot, decision.model_copy(update={"scaling": ()}))
+        (snapshot, replace(decision, scaling=()))
         for snapshot, decision in simulated_records([episode], teacher_profile("drf"))
     ]
     sets = EpisodeSets(training=[episode], validation=[], held_out=[episode])

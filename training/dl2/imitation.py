@@ -39,7 +39,7 @@ from policies.learned.dl2.features import (
     Dl2Config,
 )
 from policies.learned.dl2.network import Dl2Model, masked_logits
-from policies.model import Snapshot
+from policies.model import Snapshot, convert
 from policies.profiles import Profile, load_profiles
 from policies.registry import Registry, build_registry
 from simulator.deciders import EngineDecider
@@ -97,14 +97,10 @@ def demonstrations(
     actions: list[int] = []
     for raw_snapshot, raw_decision in records:
         snapshot = (
-            raw_snapshot
-            if isinstance(raw_snapshot, Snapshot)
-            else Snapshot.model_validate(raw_snapshot)
+            raw_snapshot if isinstance(raw_snapshot, Snapshot) else convert(raw_snapshot, Snapshot)
         )
         decision = (
-            raw_decision
-            if isinstance(raw_decision, Decision)
-            else Decision.model_validate(raw_decision)
+            raw_decision if isinstance(raw_decision, Decision) else convert(raw_decision, Decision)
         )
         if not decision.scaling:
             continue

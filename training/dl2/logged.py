@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from policies.model import Job, Node, Pool, Snapshot
+from policies.model import Job, Node, Pool, Snapshot, convert
 from simulator.cluster import ClusterSpec, NodeGroup
 from simulator.perf import FAMILY_SOURCES, GENERIC
 from simulator.workload import JobSpec
@@ -157,7 +157,7 @@ def _read(snapshot: Snapshot | Mapping[str, object], seen: dict[str, _Seen]) -> 
         first_sighting = job_id not in found.jobs
         if not first_sighting and not isinstance(raw, Job) and _lacks_work(raw):
             continue
-        job = raw if isinstance(raw, Job) else Job.model_validate(raw)
+        job = raw if isinstance(raw, Job) else convert(raw, Job)
         if first_sighting:
             found.jobs[job_id] = job
         work = job.estimated_duration_s or job.total_work
@@ -221,7 +221,7 @@ def simulated_family(model: str) -> str:
 def _cluster(
     cluster_id: str, raw_nodes: Sequence[Node | Mapping[str, object]]
 ) -> ClusterSpec | None:
-    nodes = [n if isinstance(n, Node) else Node.model_validate(n) for n in raw_nodes]
+    nodes = [n if isinstance(n, Node) else convert(n, Node) for n in raw_nodes]
     groups: dict[tuple[str, int, float, int, float, float], list[Node]] = {}
     for node in nodes:
         if node.pool is Pool.TRAINING and node.gpus > 0:
