@@ -46,6 +46,9 @@ class FreeCapacity:
         self._mem: dict[str, float] = layout.mem.copy()
         self._max_gpus = layout.max_gpus
         self._buckets: list[dict[str, None]] = [b.copy() for b in layout.buckets]
+        self._rack_of = layout.rack_of
+        self._rack_buckets = {r: [b.copy() for b in bs] for r, bs in layout.rack_buckets.items()}
+        self._min_gpu_memory_gb = layout.min_gpu_memory_gb
         self.total_free = layout.total_free
         # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
         self._room: dict[tuple[int, float, float, float], int] = {}
@@ -76,6 +79,31 @@ class FreeCapacity:
     @property
     def max_gpus_per_node(self) -> int:
         return self._max_gpus
+
+    def fits_by_gpus_alone(self, job: Job) -> bool:
+        """Whether the workers of `job` a node takes depend on its free GPUs alone.
+
+        True when the job needs no CPUs or host memory per worker and every node has
+        enough GPU memory for it: then a node with `c` free GPUs takes
+        `c // gpus_per_worker` workers, and questions about room are answered from the
+        bucket sizes without looking at single nodes.
+        """
+        return (
+            job.cpus_per_worker <= 0
+            and job.memory_gb_per_worker <= 0
+            and job.gpu_memory_gb <= self._min_gpu_memory_gb
+        )
+
+    def nodes_by_free(self, rack: str | None = None) -> list[dict[str, None]]:
+        """Nodes by their count of free GPUs (index = count), each in insertion order.
+
+        With `rack`, only the nodes of that rack, in the same relative order. Read only.
+        """
+        return self._buckets if rack is None else self._rack_buckets[rack]
+
+    def racks(self) -> list[str]:
+        """Racks of the schedulable nodes, by name."""
+        return sorted(self._rack_buckets)
 
     def nodes_with_free(self, count: int) -> Iterator[str]:
         """Nodes with exactly `count` free GPUs, in snapshot order of insertion."""
@@ -114,9 +142,21 @@ class FreeCapacity:
         )
         room = self._room.get(shape)
         if room is None:
-            room = sum(fit for _, fit in self.candidate_nodes(job))
+            room = self.room(job)
             self._room[shape] = room
         return room
+
+    def room(self, job: Job, rack: str | None = None) -> int:
+        """The workers of `job` that fit now, over all nodes (or those of `rack`)."""
+        if self.fits_by_gpus_alone(job):
+            gpw = job.gpus_per_worker
+            buckets = self.nodes_by_free(rack)
+            return sum(len(buckets[c]) * (c // gpw) for c in range(gpw, self._max_gpus + 1))
+        return sum(
+            fit
+            for node_id, fit in self.candidate_nodes(job)
+            if rack is None or self._rack_of[node_id] == rack
+        )
 
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
         """(node, workers that fit) for every node that takes at least one worker.
@@ -211,6 +251,9 @@ class FreeCapacity:
         if old != new:
             del self._buckets[old][node_id]
             self._buckets[new][node_id] = None
+            in_rack = self._rack_buckets[self._rack_of[node_id]]
+            del in_rack[old][node_id]
+            in_rack[new][node_id] = None
 
     def _check(self, job: Job, assignments: Sequence[Assignment]) -> None:
         seen: set[str] = set()
@@ -246,7 +289,19 @@ class FreeCapacity:
 class _Layout:
     """A node list's starting capacity, computed once and copied by each decision."""
 
-    __slots__ = ("buckets", "cpus", "free", "max_gpus", "mem", "nodes", "order", "total_free")
+    __slots__ = (
+        "buckets",
+        "cpus",
+        "free",
+        "max_gpus",
+        "mem",
+        "min_gpu_memory_gb",
+        "nodes",
+        "order",
+        "rack_buckets",
+        "rack_of",
+        "total_free",
+    )
 
     # The training layouts of the last few node lists seen, keyed by the identities of
     # their nodes (the nodes are kept, so those ids stay theirs): a caller that sends
@@ -272,9 +327,17 @@ class _Layout:
             self.mem[node.id] = float(node.memory_gb)
             self.max_gpus = max(self.max_gpus, node.gpus)
         self.buckets: list[dict[str, None]] = [{} for _ in range(self.max_gpus + 1)]
+        self.rack_of: dict[str, str] = {}
+        self.rack_buckets: dict[str, list[dict[str, None]]] = {}
         for node_id, free in self.free.items():
             self.buckets[len(free)][node_id] = None
+            rack = self.nodes[node_id].topology.rack
+            self.rack_of[node_id] = rack
+            if rack not in self.rack_buckets:
+                self.rack_buckets[rack] = [{} for _ in range(self.max_gpus + 1)]
+            self.rack_buckets[rack][len(free)][node_id] = None
         self.total_free = sum(len(f) for f in self.free.values())
+        self.min_gpu_memory_gb = min((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)
 
     @classmethod
     def for_training(cls, nodes: tuple[Node, ...]) -> _Layout:

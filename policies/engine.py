@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import JsonValue
 
@@ -51,6 +51,7 @@ from policies.protocols import (
     OrderingPolicy,
     PlacementOutcome,
     PlacementPolicy,
+    PolicyInfo,
     ScalingPolicy,
     StatefulPolicy,
     learned_model_key,
@@ -66,6 +67,7 @@ _PREREQUISITES: dict[Stage, tuple[Stage, ...]] = {
 }
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class PolicyFault(RuntimeError):
@@ -92,6 +94,16 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Fallbacks:
+    """The heuristic that answers a stage when its policy cannot (one stage per decision)."""
+
+    admission: AdmissionPolicy | None = None
+    ordering: OrderingPolicy | None = None
+    scaling: ScalingPolicy | None = None
+    placement: PlacementPolicy | None = None
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """A profile with its policies built; reusable across decisions (policies are pure)."""
 
@@ -100,11 +112,11 @@ class Pipeline:
     ordering: OrderingPolicy
     scaling: ScalingPolicy
     placement: PlacementPolicy
-    fallbacks: dict[Stage, object]
+    fallbacks: Fallbacks = field(default_factory=Fallbacks)
 
     def __post_init__(self) -> None:
         writers: dict[str, str] = {}
-        for policy in self._writers:
+        for _, policy in self._writers:
             key = policy.state_key
             if key in writers:
                 raise ValueError(
@@ -113,14 +125,18 @@ class Pipeline:
                 )
             writers[key] = _name(policy)
 
-    def _stage_policies(self) -> tuple[object, ...]:
+    def _stage_policies(self) -> tuple[PolicyInfo, ...]:
         return (self.admission, self.ordering, self.scaling, self.placement)
 
     @cached_property
-    def _writers(self) -> tuple[StatefulPolicy, ...]:
+    def _writers(self) -> tuple[tuple[Stage, StatefulPolicy], ...]:
         # Once per pipeline: a runtime Protocol check walks the protocol's attributes
         # on every call, and `run` needs the writers every round.
-        return tuple(p for p in self._stage_policies() if isinstance(p, StatefulPolicy))
+        return tuple(
+            (stage, p)
+            for stage, p in zip(ENGINE_STAGES, self._stage_policies(), strict=True)
+            if isinstance(p, StatefulPolicy)
+        )
 
     @property
     def state_keys(self) -> tuple[str, ...]:
@@ -152,10 +168,7 @@ class Pipeline:
             ordering=registry.ordering(profile.ordering.name, profile.ordering.params, models),
             scaling=registry.scaling(profile.scaling.name, profile.scaling.params, models),
             placement=registry.placement(profile.placement.name, profile.placement.params, models),
-            fallbacks={
-                stage: registry.create(stage, choice.name, choice.params, models)
-                for stage, choice in profile.fallback.items()
-            },
+            fallbacks=_fallbacks(profile, registry, models),
         )
 
     def policy_refs(self) -> dict[str, PolicyRef]:
@@ -193,14 +206,14 @@ class Pipeline:
         )
         decision = rnd.run(decision_id or uuid.uuid4().hex)
         updates: dict[str, JsonValue] = {}
-        for writer in self._writers:
+        for stage, writer in self._writers:
 
-            def commit(p: object, writer: StatefulPolicy = writer) -> JsonValue:
-                return writer.commit(rnd.ctx, decision)
+            def commit(p: StatefulPolicy) -> JsonValue:
+                return p.commit(rnd.ctx, decision)
 
             # A faulty commit fails the round like any policy fault: better no answer
             # than a decision whose committed state silently went missing.
-            updates[writer.state_key] = _guarded(_stage_of(writer), commit, writer)
+            updates[writer.state_key] = _guarded(stage, commit, writer)
         return Outcome(decision=decision, state=updates)
 
     def decide(
@@ -247,31 +260,31 @@ class _Round:
         self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held, state=state)
         self.explanations: dict[str, JobExplanation] = {}
         self.fallback: Fallback | None = None
-        self.replaced: dict[Stage, object] = {}
         self.refs = pipeline.policy_refs()
+        backups = pipeline.fallbacks
+        self.admission = _Slot(Stage.ADMISSION, pipeline.admission, backups.admission)
+        self.ordering = _Slot(Stage.ORDERING, pipeline.ordering, backups.ordering)
+        self.scaling = _Slot(Stage.SCALING, pipeline.scaling, backups.scaling)
+        self.placement = _Slot(Stage.PLACEMENT, pipeline.placement, backups.placement)
 
     # -- fault handling -------------------------------------------------------------------------
-    def _call(self, stage: Stage, call: Callable[[object], T], policy: object) -> T:
+    def call(self, slot: _Slot[P], call: Callable[[P], T]) -> T:
         """Run a stage's policy; on a fault, use the profile's fallback for the stage if any.
 
         Once a stage has fallen back, the fallback answers the rest of that stage's calls
-        in this decision (placement calls its policy once per job).
+        in this decision (placement calls its policy once per job). Only one stage of a
+        decision may fall back: a second fault fails the decision.
         """
-        replaced = self.replaced.get(stage)
-        if replaced is not None:
-            return _guarded(stage, call, replaced)
         try:
-            return _guarded(stage, call, policy)
-        except PolicyFault as fault:
-            error = fault
-        backup = self.pipeline.fallbacks.get(stage)
-        if backup is None or self.fallback is not None:
-            raise error
-        name = getattr(backup, "name", "?")
-        self.fallback = Fallback(policy=name, reason=str(error))
-        self.refs[stage.value] = _ref(backup)
-        self.replaced[stage] = backup
-        return _guarded(stage, call, backup)
+            return _guarded(slot.stage, call, slot.policy)
+        except PolicyFault as error:
+            backup = slot.backup
+            if backup is None or self.fallback is not None:
+                raise
+            self.fallback = Fallback(policy=_name(backup), reason=str(error))
+            self.refs[slot.stage.value] = _ref(backup)
+            slot.policy, slot.backup = backup, None
+            return _guarded(slot.stage, call, backup)
 
     def _explain(self, job_id: str, status: JobStatus, reason: str) -> None:
         self.explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
@@ -352,32 +365,26 @@ class _Round:
         )
 
     def _admission(self, jobs: list[Job]) -> list[AdmissionResult]:
-        policy = self.pipeline.admission
-
-        def call(p: object) -> list[AdmissionResult]:
-            results = list(p.admit(self.ctx, jobs))  # type: ignore[attr-defined]
+        def call(p: AdmissionPolicy) -> list[AdmissionResult]:
+            results = list(p.admit(self.ctx, jobs))
             _check_one_each(Stage.ADMISSION, p, [r.job_id for r in results], jobs)
             return results
 
-        results = self._call(Stage.ADMISSION, call, policy)
+        results = self.call(self.admission, call)
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
     def _ordering(self, jobs: list[Job]) -> Ordering:
-        policy = self.pipeline.ordering
-
-        def call(p: object) -> Ordering:
-            result: Ordering = p.order(self.ctx, jobs)  # type: ignore[attr-defined]
+        def call(p: OrderingPolicy) -> Ordering:
+            result = p.order(self.ctx, jobs)
             _check_one_each(Stage.ORDERING, p, list(result.job_ids), jobs)
             return result
 
-        return self._call(Stage.ORDERING, call, policy)
+        return self.call(self.ordering, call)
 
     def _scaling(self, jobs: list[Job]) -> list[ScalingResult]:
-        policy = self.pipeline.scaling
-
-        def call(p: object) -> list[ScalingResult]:
-            results = list(p.scale(self.ctx, jobs))  # type: ignore[attr-defined]
+        def call(p: ScalingPolicy) -> list[ScalingResult]:
+            results = list(p.scale(self.ctx, jobs))
             _check_one_each(Stage.SCALING, p, [r.job_id for r in results], jobs)
             by_id = self.snapshot.jobs_by_id
             for r in results:
@@ -391,7 +398,7 @@ class _Round:
                     )
             return results
 
-        results = self._call(Stage.SCALING, call, policy)
+        results = self.call(self.scaling, call)
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
@@ -411,6 +418,7 @@ class _Allocation:
         self.tenant_gpus: dict[str, int] = {}
         self.placement: dict[str, tuple[Assignment, ...]] = {}
         self.preempted: dict[str, str] = {}
+        self.outranked: set[str] = set()  # preempted by the order, not by a lost node or scaling
         self.pending: dict[str, str] = {}
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
@@ -514,6 +522,7 @@ class _Allocation:
                     f"preempted for higher-priority jobs ({selected_before[job.id]} ahead in "
                     f"{self.rnd.pipeline.ordering.name} order)"
                 )
+                self.outranked.add(job.id)
         return keep
 
     def _restore_needless_preemptions(self, running: list[Job]) -> None:
@@ -523,8 +532,7 @@ class _Allocation:
         when others took the node's CPUs or memory: then the preemption was needed.
         """
         for job in running:
-            reason = self.preempted.get(job.id)
-            if reason is None or not reason.startswith("preempted for"):
+            if job.id not in self.outranked:
                 continue
             if not all(
                 set(a.gpu_indices) <= set(self.free.free_gpus(a.node_id)) for a in job.placement
@@ -539,6 +547,7 @@ class _Allocation:
                 continue
             self._hold(job, job.placement)
             del self.preempted[job.id]
+            self.outranked.discard(job.id)
 
     def _resize(self, job: Job) -> None:
         target = self.target.get(job.id)
@@ -612,11 +621,9 @@ class _Allocation:
         return None if self.ordering.backfill else job.id
 
     def _place(self, job: Job, workers: int) -> PlacementOutcome:
-        policy = self.rnd.pipeline.placement
-
-        def call(p: object) -> PlacementOutcome:
-            outcome: PlacementOutcome = p.place(self.rnd.ctx, job, workers, self.free)  # type: ignore[attr-defined]
-            if outcome.placed:
+        def call(p: PlacementPolicy) -> PlacementOutcome:
+            outcome = p.place(self.rnd.ctx, job, workers, self.free)
+            if outcome.assignments:
                 placed = sum(len(a.gpu_indices) for a in outcome.assignments)
                 if placed != workers * job.gpus_per_worker:
                     raise PolicyFault(
@@ -631,7 +638,7 @@ class _Allocation:
                     raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
             return outcome
 
-        return self.rnd._call(Stage.PLACEMENT, call, policy)
+        return self.rnd.call(self.rnd.placement, call)
 
     def _explain_all(self) -> None:
         rnd = self.rnd
@@ -666,12 +673,38 @@ def _ref(policy: object) -> PolicyRef:
     return PolicyRef(name=_name(policy), version=version)
 
 
-def _stage_of(policy: object) -> Stage:
-    stage = getattr(policy, "stage", Stage.ADMISSION)
-    return stage if isinstance(stage, Stage) else Stage.ADMISSION
+class _Slot(Generic[P]):
+    """A stage's policy during one decision, and the fallback that may replace it."""
+
+    __slots__ = ("backup", "policy", "stage")
+
+    def __init__(self, stage: Stage, policy: P, backup: P | None) -> None:
+        self.stage = stage
+        self.policy = policy
+        self.backup = backup
 
 
-def _guarded(stage: Stage, call: Callable[[object], T], policy: object) -> T:
+def _fallbacks(profile: Profile, registry: Registry, models: ModelProvider | None) -> Fallbacks:
+    chosen = profile.fallback
+    admission = chosen.get(Stage.ADMISSION)
+    ordering = chosen.get(Stage.ORDERING)
+    scaling = chosen.get(Stage.SCALING)
+    placement = chosen.get(Stage.PLACEMENT)
+    return Fallbacks(
+        admission=None
+        if admission is None
+        else registry.admission(admission.name, admission.params, models),
+        ordering=None
+        if ordering is None
+        else registry.ordering(ordering.name, ordering.params, models),
+        scaling=None if scaling is None else registry.scaling(scaling.name, scaling.params, models),
+        placement=None
+        if placement is None
+        else registry.placement(placement.name, placement.params, models),
+    )
+
+
+def _guarded(stage: Stage, call: Callable[[P], T], policy: P) -> T:
     """`call(policy)`, with anything it raises turned into a PolicyFault naming the policy."""
     try:
         return call(policy)

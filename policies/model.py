@@ -24,7 +24,7 @@ from msgspec import Meta, field
 T = TypeVar("T")
 
 
-class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of every domain model: immutable, strict about unknown keys.
 
     msgspec Structs rather than pydantic models: a large snapshot holds ~10,000 of
@@ -392,7 +392,7 @@ class InferenceLoad(Frozen, frozen=True):
     ] = ()
 
 
-class Snapshot(Frozen, frozen=True, dict=True):
+class Snapshot(Frozen, frozen=True, dict=True, gc=True):
     """The cluster at one instant (DESIGN §3); `dict=True` keeps its cached lookups."""
 
     cluster_id: Annotated[

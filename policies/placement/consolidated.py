@@ -37,6 +37,12 @@ class Consolidated:
         single = best_single_node(job, workers, free)
         if single is not None:
             return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
+        if free.fits_by_gpus_alone(job):
+            room = free.room(job)
+            if room < workers:
+                return PlacementOutcome(reason=not_enough_room(job, workers, room))
+            picks = fewest_nodes_by_counts(job.gpus_per_worker, workers, free)
+            return PlacementOutcome(assignments=assignments_for(free, job, picks))
         candidates = free.candidate_nodes(job)
         room = sum(fit for _, fit in candidates)
         if room < workers:
@@ -78,6 +84,70 @@ def fewest_nodes(
         if len(in_rack) <= len(fewest) and (best is fewest or len(in_rack) < len(best)):
             best = in_rack
     return best
+
+
+def fewest_nodes_by_counts(
+    gpus_per_worker: int, workers: int, free: FreeCapacity
+) -> list[tuple[str, int]]:
+    """:func:`fewest_nodes` for a job whose fit on a node is its free GPUs alone.
+
+    The same picks, worked out from the free-GPU buckets (globally and per rack)
+    instead of a list of every candidate node: a node with `c` free GPUs takes
+    `c // gpus_per_worker` workers, and the buckets hold nodes in the candidates'
+    order (most free GPUs first, then insertion order), so the greedy's node count
+    and picks follow from bucket sizes and the first nodes of a few buckets.
+    """
+    global_count = _nodes_needed(free.nodes_by_free(), gpus_per_worker, workers)
+    assert global_count is not None, "the caller checked that the job fits"
+    chosen: str | None = None
+    best = global_count
+    for rack in free.racks():
+        if not rack:
+            continue
+        count = _nodes_needed(free.nodes_by_free(rack), gpus_per_worker, workers)
+        # As in fewest_nodes: the first rack (by name) that costs no extra node, then
+        # only a rack that needs strictly fewer.
+        if count is not None and (count < best or (chosen is None and count == best)):
+            chosen, best = rack, count
+    return _greedy_by_counts(free.nodes_by_free(chosen), gpus_per_worker, workers)
+
+
+def _nodes_needed(buckets: list[dict[str, None]], gpw: int, workers: int) -> int | None:
+    """Nodes the greedy uses (fewest whose fits sum to `workers`); None if they never do."""
+    left = workers
+    used = 0
+    for count in range(len(buckets) - 1, gpw - 1, -1):
+        size = len(buckets[count])
+        if not size:
+            continue
+        fit = count // gpw
+        whole = -(-left // fit)  # nodes of this size that would cover what is left
+        if whole <= size:
+            return used + whole
+        used += size
+        left -= size * fit
+    return None
+
+
+def _greedy_by_counts(
+    buckets: list[dict[str, None]], gpw: int, workers: int
+) -> list[tuple[str, int]]:
+    """:func:`_greedy` over buckets: whole nodes, most free first; the remainder goes to the
+    last node (in candidate order) that still takes it, i.e. the last of the smallest
+    non-empty bucket that does."""
+    picked: list[tuple[str, int]] = []
+    left = workers
+    for count in range(len(buckets) - 1, gpw - 1, -1):
+        fit = count // gpw
+        for node_id in buckets[count]:
+            if fit >= left:
+                smallest = next(c for c in range(left * gpw, count + 1) if buckets[c])
+                tight = next(reversed(buckets[smallest]))
+                picked.append((tight, left))
+                return picked
+            picked.append((node_id, fit))
+            left -= fit
+    return picked
 
 
 def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ import pytest
 from pydantic import JsonValue
 
 from policies.decision import AdmissionResult, Decision, ScalingResult, Stage, Verdict
-from policies.engine import Pipeline, PolicyFault
+from policies.engine import Fallbacks, Pipeline, PolicyFault
 from policies.model import Job
 from policies.profiles import PolicyChoice, Profile, load_profiles
 from policies.protocols import AdmissionPolicy, Context, NoParams, StatefulPolicy
@@ -159,7 +159,7 @@ def test_policies_cannot_modify_the_state_they_read() -> None:
         ordering=REGISTRY.ordering("fifo"),
         scaling=REGISTRY.scaling("as_requested"),
         placement=REGISTRY.placement("consolidated"),
-        fallbacks={},
+        fallbacks=Fallbacks(),
     )
     with pytest.raises(PolicyFault, match="TypeError"):
         vandal.run(SNAPSHOT, state={"rounds": 1})

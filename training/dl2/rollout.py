@@ -21,7 +21,7 @@ from typing import ClassVar, cast
 import numpy as np
 
 from policies.decision import ScalingResult, Stage
-from policies.engine import Pipeline
+from policies.engine import Fallbacks, Pipeline
 from policies.learned.dl2.features import Allocation, play
 from policies.learned.dl2.network import Dl2Model
 from policies.model import Job, Snapshot
@@ -102,7 +102,7 @@ def dl2_pipeline(scaling: ScalingPolicy, registry: Registry | None = None) -> Pi
     reg = registry or build_registry()
     profile: Profile = load_profiles(reg)["dl2"]
     built = Pipeline.build(profile, reg)
-    return replace(built, scaling=scaling, fallbacks={})
+    return replace(built, scaling=scaling, fallbacks=Fallbacks())
 
 
 def progress_reward(before: Snapshot, after: Snapshot | None) -> float:
