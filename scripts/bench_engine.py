@@ -1,0 +1,308 @@
+"""Benchmark the engine in process: decision time per profile, without HTTP.
+
+    .venv/bin/python scripts/bench_engine.py                          # every profile, both examples
+    .venv/bin/python scripts/bench_engine.py --profiles fifo,oasis --iterations 50 --repeat 5
+    .venv/bin/python scripts/bench_engine.py --json out/engine.json
+
+For each profile and each snapshot (default `examples/small.json` and
+`examples/large.json`) the snapshot is decoded once (`decode_snapshot`), the profile's
+pipeline built once (`Pipeline.build`), a few warm-up decisions are made, then
+`Pipeline.run` is timed `--iterations` times (default 30, at least 5). Stateful
+profiles (`oasis`, `tiresias`) get an empty state every time (`state=None`), so every
+iteration does the same work and the profiles compare. Also measured: decoding the
+snapshot (`decode_snapshot` on the raw bytes) and encoding the decision
+(`policies.model.encode`, as the service answers).
+
+`--repeat K` repeats the whole measurement K times (every cell once per round, so slow
+drifts of a shared machine spread over all cells) and reports the median of the K
+per-round p50s and p90s, and the minimum over all rounds.
+
+The speed issue's targets apply to the large snapshot (`Pipeline.run` p50):
+10 ms for fifo, sjf, srtf, tiresias, drf and optimus, 25 ms for aryl and dl2 and
+50 ms for oasis. The table marks each as met or not met; other rows show "—".
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from policies.decision import Decision  # noqa: E402
+from policies.engine import Pipeline  # noqa: E402
+from policies.model import Snapshot, decode_snapshot, encode  # noqa: E402
+from policies.profiles import load_profiles  # noqa: E402
+from policies.registry import build_registry  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+DEFAULT_SNAPSHOTS = (EXAMPLES / "small.json", EXAMPLES / "large.json")
+MIN_ITERATIONS = 5
+
+# From the speed issue: p50 of `Pipeline.run` on the large example, in milliseconds.
+TARGET_SNAPSHOT = "large"
+TARGETS_MS: dict[str, float] = {
+    **dict.fromkeys(("fifo", "sjf", "srtf", "tiresias", "drf", "optimus"), 10.0),
+    **dict.fromkeys(("aryl", "dl2"), 25.0),
+    "oasis": 50.0,
+}
+
+
+@dataclass
+class Cell:
+    """The figures of one (profile, snapshot) pair, over every round."""
+
+    profile: str
+    snapshot: str
+    run_ms: list[list[float]] = field(default_factory=list)  # one list per round
+    encode_ms: list[float] = field(default_factory=list)
+    decode_ms: list[float] = field(default_factory=list)  # of the snapshot, shared by profiles
+
+    @property
+    def p50_ms(self) -> float:
+        """Median of the per-round medians."""
+        return statistics.median(percentile(sorted(r), 0.5) for r in self.run_ms)
+
+    @property
+    def p90_ms(self) -> float:
+        return statistics.median(percentile(sorted(r), 0.9) for r in self.run_ms)
+
+    @property
+    def min_ms(self) -> float:
+        return min(min(r) for r in self.run_ms)
+
+    @property
+    def round_p50s_ms(self) -> list[float]:
+        return [percentile(sorted(r), 0.5) for r in self.run_ms]
+
+    @property
+    def iterations(self) -> int:
+        return sum(len(r) for r in self.run_ms)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0–1) of sorted values, linear between the closest ranks."""
+    if not sorted_values:
+        raise ValueError("no values")
+    position = q * (len(sorted_values) - 1)
+    below = int(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    fraction = position - below
+    return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
+
+
+def encode_decision(decision: Decision) -> bytes:
+    """The decision as JSON, the way the service writes it."""
+    return encode(decision)
+
+
+def time_ms(call: Callable[[], object], iterations: int) -> list[float]:
+    """Wall time of `iterations` calls, one figure per call, in milliseconds."""
+    samples: list[float] = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - started) * 1000.0)
+    return samples
+
+
+def target_for(profile: str, snapshot: str) -> float | None:
+    """The issue's p50 target for this row, in ms; None where it sets none."""
+    if snapshot != TARGET_SNAPSHOT:
+        return None
+    return TARGETS_MS.get(profile)
+
+
+def target_status(profile: str, snapshot: str, p50_ms: float) -> tuple[str, str]:
+    """(target, verdict) as table text: ("≤ 10 ms", "met"), or ("—", "—") when none applies."""
+    target = target_for(profile, snapshot)
+    if target is None:
+        return "—", "—"
+    return f"≤ {target:g} ms", "met" if p50_ms <= target else "not met"
+
+
+TABLE_HEADER = (
+    "| profile | snapshot | runs | p50 ms | p90 ms | min ms | p50 per round ms "
+    "| decode p50 ms | encode p50 ms | in-process total ms | target | status |",
+    "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|",
+)
+
+
+def format_row(cell: Cell) -> str:
+    """One Markdown table row; the total is decode + run + encode (p50 each)."""
+    decode = statistics.median(cell.decode_ms)
+    encode = statistics.median(cell.encode_ms)
+    rounds = cell.round_p50s_ms
+    per_round = (
+        "—" if len(rounds) < 2 else f"{min(rounds):.2f}–{max(rounds):.2f} ({len(rounds)} rounds)"
+    )
+    target, verdict = target_status(cell.profile, cell.snapshot, cell.p50_ms)
+    return (
+        f"| {cell.profile} | {cell.snapshot} | {cell.iterations} | {cell.p50_ms:.2f} | "
+        f"{cell.p90_ms:.2f} | {cell.min_ms:.2f} | {per_round} | {decode:.2f} | {encode:.2f} | "
+        f"{decode + cell.p50_ms + encode:.2f} | {target} | {verdict} |"
+    )
+
+
+def render(cells: Sequence[Cell], iterations: int, repeat: int) -> str:
+    met = [c for c in cells if target_for(c.profile, c.snapshot) is not None]
+    met_count = sum(
+        1 for c in met if c.p50_ms <= (target_for(c.profile, c.snapshot) or float("inf"))
+    )
+    lines = [
+        f"In-process decision time (`Pipeline.run`), {iterations} timed runs per cell and "
+        f"round, {repeat} round(s); Python {platform.python_version()} on "
+        f"{platform.machine()}.",
+        "",
+        *TABLE_HEADER,
+        *(format_row(cell) for cell in cells),
+        "",
+        f"Targets (large snapshot, `Pipeline.run` p50): {met_count} of {len(met)} met.",
+    ]
+    return "\n".join(lines)
+
+
+def measure(
+    profiles: Sequence[str],
+    snapshots: Sequence[Path],
+    *,
+    iterations: int,
+    warmup: int,
+    repeat: int,
+    seed: int,
+    progress: Callable[[str], None] | None = None,
+) -> list[Cell]:
+    """Every (profile, snapshot) cell, measured `repeat` times round-robin."""
+    registry = build_registry()
+    known = load_profiles(registry)
+    unknown = [name for name in profiles if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    pipelines = {name: Pipeline.build(known[name], registry) for name in profiles}
+    raws = {path.stem: path.read_bytes() for path in snapshots}
+    decoded = {name: decode_snapshot(raw) for name, raw in raws.items()}
+    cells = {
+        (profile, name): Cell(profile=profile, snapshot=name)
+        for profile in profiles
+        for name in raws
+    }
+    for round_number in range(repeat):
+        for name, raw in raws.items():
+            gc.collect()
+            decode_ms = time_ms(partial(decode_snapshot, raw), iterations)
+            for profile in profiles:
+                cells[(profile, name)].decode_ms.extend(decode_ms)
+        for profile in profiles:
+            pipeline = pipelines[profile]
+            for name, snapshot in decoded.items():
+                if progress is not None:
+                    progress(f"round {round_number + 1}/{repeat}: {profile} on {name}")
+
+                def decide(pipeline: Pipeline = pipeline, snapshot: Snapshot = snapshot) -> object:
+                    return pipeline.run(
+                        snapshot,
+                        state=None,
+                        seed=seed,
+                        decision_id="bench-engine",
+                    ).decision
+
+                for _ in range(warmup):
+                    decide()
+                decision = decide()
+                gc.collect()
+                cell = cells[(profile, name)]
+                cell.run_ms.append(time_ms(decide, iterations))
+                cell.encode_ms.extend(time_ms(partial(encode_decision, decision), iterations))
+    return list(cells.values())
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
+    parser.add_argument(
+        "--profiles", default=None, help="comma-separated profiles (default: every shipped one)"
+    )
+    parser.add_argument(
+        "--snapshots",
+        type=Path,
+        nargs="+",
+        default=list(DEFAULT_SNAPSHOTS),
+        help="snapshot files (a file's stem names its rows; targets apply to 'large')",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=30,
+        help=f"timed runs per cell and round (default 30, at least {MIN_ITERATIONS})",
+    )
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds; figures are medians over rounds"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed passed to Pipeline.run")
+    parser.add_argument("--json", type=Path, default=None, help="also write raw figures here")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+    if args.iterations < MIN_ITERATIONS:
+        parser.error(f"--iterations must be at least {MIN_ITERATIONS}")
+    if args.repeat < 1 or args.warmup < 0:
+        parser.error("--repeat must be at least 1 and --warmup at least 0")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.profiles is None:
+        profiles = sorted(load_profiles(build_registry()))
+    else:
+        profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    cells = measure(
+        profiles,
+        args.snapshots,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        seed=args.seed,
+        progress=None if args.quiet else progress,
+    )
+    print(render(cells, args.iterations, args.repeat))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        figures = {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "repeat": args.repeat,
+            "cells": [
+                {
+                    **asdict(cell),
+                    "p50_ms": cell.p50_ms,
+                    "p90_ms": cell.p90_ms,
+                    "min_ms": cell.min_ms,
+                    "target_ms": target_for(cell.profile, cell.snapshot),
+                }
+                for cell in cells
+            ],
+        }
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The benchmark scripts' own arithmetic: growth fits, target verdicts, memory sampling.
+
+Light checks only; the benchmarks themselves are run by `make bench-engine`,
+`make bench-growth` and `make bench-memory`, not by the test suite.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from policies.model import decode_snapshot
+from scripts.bench_engine import Cell, format_row, percentile, target_status
+from scripts.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
+from scripts.bench_memory import rss_bytes, sample_points
+
+
+@pytest.mark.parametrize("exponent", [0.5, 1.0, 1.37, 2.0])
+def test_fit_exponent_recovers_the_power_of_a_power_law(exponent: float) -> None:
+    jobs = [50.0, 312.0, 1250.0, 5000.0, 20000.0]
+    seconds = [2e-5 * x**exponent for x in jobs]
+    assert fit_exponent(jobs, seconds) == pytest.approx(exponent, abs=1e-9)
+
+
+def test_fit_exponent_averages_out_multiplicative_noise() -> None:
+    jobs = [50.0, 312.0, 1250.0, 5000.0, 20000.0]
+    noise = [1.1, 0.9, 1.05, 0.95, 1.0]  # ±10 %, as on a shared machine
+    seconds = [3e-4 * x**1.5 * n for x, n in zip(jobs, noise, strict=True)]
+    assert fit_exponent(jobs, seconds) == pytest.approx(1.5, abs=0.05)
+
+
+def test_fit_exponent_needs_two_sizes() -> None:
+    assert math.isnan(fit_exponent([100.0], [1.0]))
+    assert math.isnan(fit_exponent([100.0, 100.0], [1.0, 2.0]))
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == pytest.approx(4.6)
+
+
+def _cell(profile: str, snapshot: str, *rounds: list[float]) -> Cell:
+    return Cell(
+        profile=profile,
+        snapshot=snapshot,
+        run_ms=[list(r) for r in rounds],
+        encode_ms=[0.5, 0.5],
+        decode_ms=[2.0, 2.0],
+    )
+
+
+def test_format_row_marks_a_target_met_at_the_limit() -> None:
+    row = format_row(_cell("fifo", "large", [8.0, 9.0, 10.0, 11.0, 12.0]))
+    columns = [c.strip() for c in row.strip("|").split("|")]
+    assert columns[:6] == ["fifo", "large", "5", "10.00", "11.60", "8.00"]
+    assert columns[-3:] == ["12.50", "≤ 10 ms", "met"]
+
+
+def test_format_row_marks_a_target_not_met() -> None:
+    row = format_row(_cell("oasis", "large", [49.0, 52.0, 51.0, 60.0, 70.0]))
+    assert row.endswith("| ≤ 50 ms | not met |")
+
+
+def test_format_row_leaves_rows_without_a_target_unmarked() -> None:
+    assert format_row(_cell("fifo", "small", [1.0] * 5)).endswith("| — | — |")
+    assert format_row(_cell("spread", "large", [1.0] * 5)).endswith("| — | — |")
+
+
+def test_repeated_rounds_report_the_median_of_their_p50s() -> None:
+    cell = _cell("dl2", "large", [20.0] * 5, [30.0] * 5, [24.0] * 5)
+    assert cell.p50_ms == pytest.approx(24.0)
+    assert cell.min_ms == pytest.approx(20.0)
+    assert target_status("dl2", "large", cell.p50_ms) == ("≤ 25 ms", "met")
+    assert "20.00–30.00 (3 rounds)" in format_row(cell)
+
+
+def test_growth_layout_has_the_asked_nodes_and_jobs() -> None:
+    for nodes, jobs in parse_sizes("16:50,64:312,4096:20000"):
+        layout = growth_layout(nodes, jobs)
+        assert sum(rack.nodes for rack in layout.racks) == nodes
+        assert layout.jobs == jobs
+        assert {rack.kind.gpus for rack in layout.racks} == {8}
+        assert sum(rack.inference_nodes for rack in layout.racks) == max(1, nodes // 32)
+
+
+def test_the_smallest_growth_snapshot_decodes() -> None:
+    snapshot = decode_snapshot(snapshot_bytes(16, 50, seed=1, cache_dir=None))
+    assert len(snapshot.nodes) == 16
+    assert len(snapshot.jobs) == 50
+
+
+def test_memory_is_sampled_after_the_first_hundred_and_at_the_end() -> None:
+    assert sample_points(200, 50) == [1, 50, 100, 150, 200]
+    assert sample_points(10_000, 5_000) == [1, 100, 5_000, 10_000]
+    assert sample_points(30, 1_000) == [1, 30]
+    assert rss_bytes(os.getpid()) > 1 << 20
