@@ -209,7 +209,9 @@ def measure(
                 if progress is not None:
                     progress(f"round {round_number + 1}/{repeat}: {profile} on {name}")
 
-                def decide(pipeline: Pipeline = pipeline, snapshot: Snapshot = snapshot) -> object:
+                def decide(
+                    pipeline: Pipeline = pipeline, snapshot: Snapshot = snapshot
+                ) -> Decision:
                     return pipeline.run(
                         snapshot,
                         state=None,
