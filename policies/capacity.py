@@ -57,6 +57,10 @@ class FreeCapacity:
     def node(self, node_id: str) -> Node:
         return self._nodes[node_id]
 
+    def has_node(self, node_id: str) -> bool:
+        """Whether training may use the node."""
+        return node_id in self._nodes
+
     def node_ids(self) -> list[str]:
         """Schedulable node ids in snapshot order."""
         return list(self._nodes)
@@ -178,10 +182,15 @@ class FreeCapacity:
                 if nodes[node_id].gpu_memory_gb < gpu_mem:
                     continue
                 fit = by_gpu
+                # Comparisons rather than min(): this line runs for every node of a bucket.
                 if cpw > 0:
-                    fit = min(fit, int(cpus[node_id] // cpw))
+                    by_cpu = int(cpus[node_id] // cpw)
+                    if by_cpu < fit:  # noqa: PLR1730 - a comparison beats a call here
+                        fit = by_cpu
                 if mpw > 0:
-                    fit = min(fit, int(mem[node_id] // mpw))
+                    by_mem = int(mem[node_id] // mpw)
+                    if by_mem < fit:  # noqa: PLR1730
+                        fit = by_mem
                 if fit > 0:
                     out.append((node_id, fit))
         return out

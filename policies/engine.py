@@ -254,9 +254,14 @@ class _Round:
         self.snapshot = snapshot
         self.stages = stages
         held: dict[str, int] = {}
+        # GPUs each running job holds, summed once: the allocation reads them many times.
+        self.held_gpus: dict[str, int] = {}
+        running = JobState.RUNNING
         for job in snapshot.jobs:
-            if job.state is JobState.RUNNING:
-                held[job.tenant] = held.get(job.tenant, 0) + job.placed_gpus
+            if job.state is running:
+                gpus = job.placed_gpus
+                self.held_gpus[job.id] = gpus
+                held[job.tenant] = held.get(job.tenant, 0) + gpus
         self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held, state=state)
         self.explanations: dict[str, JobExplanation] = {}
         self.fallback: Fallback | None = None
@@ -389,7 +394,8 @@ class _Round:
             by_id = self.snapshot.jobs_by_id
             for r in results:
                 job = by_id[r.job_id]
-                if r.workers and not job.accepts_workers(r.workers):
+                # The requested count is always accepted (the snapshot's bounds hold it).
+                if r.workers and r.workers != job.workers and not job.accepts_workers(r.workers):
                     raise PolicyFault(
                         Stage.SCALING,
                         _name(p),
@@ -399,6 +405,8 @@ class _Round:
             return results
 
         results = self.call(self.scaling, call)
+        if all(r.job_id == j.id for r, j in zip(results, jobs, strict=True)):
+            return results  # already in service order, as most policies answer
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
@@ -463,10 +471,11 @@ class _Allocation:
     def _running_to_keep(self, running: list[Job]) -> set[str]:
         """Running jobs that keep their GPUs; the others are preempted (with a reason)."""
         keep: set[str] = set()
-        free_nodes = set(self.free.node_ids())
+        has_node = self.free.has_node
+        targets = self.target
         for job in running:
-            lost = [a.node_id for a in job.placement if a.node_id not in free_nodes]
-            target = self.target.get(job.id)
+            lost = [a.node_id for a in job.placement if not has_node(a.node_id)]
+            target = targets.get(job.id)
             if lost:
                 self.preempted[job.id] = (
                     f"node {lost[0]!r} is unhealthy or no longer available to training"
@@ -485,29 +494,33 @@ class _Allocation:
         tenant_budget: dict[str, int] = {}
         must_run = [j for j in running if j.id in keep and not j.preemptible]
         selected = {j.id for j in must_run}
-        budget -= sum(j.placed_gpus for j in must_run)
+        held = self.rnd.held_gpus
+        budget -= sum(held[j.id] for j in must_run)
         for job in must_run:
             # Their GPUs count against their tenant's quota like any selected job's.
-            tenant_budget[job.tenant] = tenant_budget.get(job.tenant, 0) + job.placed_gpus
+            tenant_budget[job.tenant] = tenant_budget.get(job.tenant, 0) + held[job.id]
+        quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
+        preempted = self.preempted
+        backfill = self.ordering.backfill
+        running_state = JobState.RUNNING
         for job in self.ordered:
-            if job.id in selected or job.id in self.preempted:
+            job_id = job.id
+            if job_id in selected or job_id in preempted:
                 continue
-            target = self.target.get(job.id)
+            target = targets.get(job_id)
             workers = target.workers if target is not None else job.workers
             if workers == 0:
                 continue
-            need = (
-                job.placed_gpus if job.state is JobState.RUNNING else workers * job.gpus_per_worker
-            )
-            quota = self.snapshot.tenants_by_id.get(job.tenant)
+            need = held[job_id] if job.state is running_state else workers * job.gpus_per_worker
             used = tenant_budget.get(job.tenant, 0)
-            if quota is not None and quota.gpu_quota is not None and used + need > quota.gpu_quota:
+            quota = quotas.get(job.tenant)
+            if quota is not None and used + need > quota:
                 continue
             if need <= budget:
-                selected.add(job.id)
+                selected.add(job_id)
                 budget -= need
                 tenant_budget[job.tenant] = used + need
-            elif not self.ordering.backfill:
+            elif not backfill:
                 break
         self.selected = selected
         selected_before: dict[str, int] = {}
@@ -539,7 +552,8 @@ class _Allocation:
             ):
                 continue
             quota = self._quota_left(job.tenant)
-            if job.tenant in self.grown_tenants and quota is not None and job.placed_gpus > quota:
+            held = self.rnd.held_gpus[job.id]
+            if job.tenant in self.grown_tenants and quota is not None and held > quota:
                 continue
             try:
                 self.free.take(job, job.placement)
@@ -551,7 +565,7 @@ class _Allocation:
 
     def _resize(self, job: Job) -> None:
         target = self.target.get(job.id)
-        have = job.placed_workers
+        have = self.rnd.held_gpus[job.id] // job.gpus_per_worker
         if target is None or target.workers == have:
             return
         if target.workers < have:
@@ -641,24 +655,38 @@ class _Allocation:
         return self.rnd.call(self.rnd.placement, call)
 
     def _explain_all(self) -> None:
-        rnd = self.rnd
+        explanations = self.rnd.explanations
+        held = self.rnd.held_gpus
+        preempted, pending, placement = self.preempted, self.pending, self.placement
+        # Most jobs share a handful of reasons ("keeps running: 1 GPUs on 1 node"):
+        # formatted once per decision, not once per job.
+        wheres: dict[tuple[int, int], str] = {}
         for job in self.ordered:
-            if job.id in self.preempted:
-                rnd._explain(job.id, JobStatus.PREEMPTED, self.preempted[job.id])
-            elif job.id in self.pending:
-                rnd._explain(job.id, JobStatus.PENDING, self.pending[job.id])
-            elif job.id in self.placement:
-                gpus = sum(len(a.gpu_indices) for a in self.placement[job.id])
-                nodes = len(self.placement[job.id])
-                where = f"{gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''}"
-                if job.state is not JobState.RUNNING:
-                    rnd._explain(job.id, JobStatus.STARTED, f"started: {where}")
-                elif gpus != job.placed_gpus:
-                    rnd._explain(
-                        job.id, JobStatus.RESIZED, f"resized from {job.placed_gpus} to {where}"
-                    )
+            job_id = job.id
+            if job_id in preempted:
+                status, reason = JobStatus.PREEMPTED, preempted[job_id]
+            elif job_id in pending:
+                status, reason = JobStatus.PENDING, pending[job_id]
+            elif job_id in placement:
+                assignments = placement[job_id]
+                if len(assignments) == 1:
+                    gpus = len(assignments[0].gpu_indices)
                 else:
-                    rnd._explain(job.id, JobStatus.RUNNING, f"keeps running: {where}")
+                    gpus = sum(len(a.gpu_indices) for a in assignments)
+                nodes = len(assignments)
+                where = wheres.get((gpus, nodes))
+                if where is None:
+                    where = f"{gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''}"
+                    wheres[(gpus, nodes)] = where
+                if job.state is not JobState.RUNNING:
+                    status, reason = JobStatus.STARTED, f"started: {where}"
+                elif gpus != held[job_id]:
+                    status, reason = JobStatus.RESIZED, f"resized from {held[job_id]} to {where}"
+                else:
+                    status, reason = JobStatus.RUNNING, f"keeps running: {where}"
+            else:
+                continue
+            explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
 
 
 def _name(policy: object) -> str:
