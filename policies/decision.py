@@ -19,7 +19,7 @@ class Stage(StrEnum):
     ORDERING = "ordering"
     SCALING = "scaling"
     PLACEMENT = "placement"
-    # A separate call (POST /v1/reclaim), not part of a decision: see policies.reclaiming.
+    # A separate call (POST /v1/reclaim), not part of a decision: see policies.common.reclaim.
     RECLAIM = "reclaim"
 
 

@@ -75,7 +75,7 @@ class ReclaimReasons(Frozen, frozen=True):
 
 
 class ReclaimResult(Frozen, frozen=True, kw_only=True):
-    """A policy's answer; :func:`policies.reclaiming.run_reclaim` checks it before use."""
+    """A policy's answer; :func:`policies.common.reclaim.run_reclaim` checks it before use."""
 
     servers: Annotated[
         tuple[str, ...], Meta(description="Loaned servers to return, in the order chosen.")

@@ -5,7 +5,7 @@ are the policies' own cost (the decoding of a large snapshot, about 15 ms, comes
 in the service; DESIGN §8). Each figure is the median of `--repeat` runs after one
 warm-up run.
 
-- `reclaim`: :func:`policies.reclaiming.run_reclaim` (the policy and the re-check of its
+- `reclaim`: :func:`policies.common.reclaim.run_reclaim` (the policy and the re-check of its
   answer) for each reclaim policy, asking for 2 of the snapshot's loaned servers. They
   are idle in `large.json`, so it is also timed on the snapshot's running jobs after one
   `aryl` decision has grown elastic ones onto the loans.
@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from msgspec.structs import replace
 
+from policies.common.reclaim import run_reclaim
 from policies.decision import Stage
 from policies.engine import Pipeline
 from policies.model import Job, JobState, Snapshot, decode_snapshot
 from policies.profiles import load_profiles
 from policies.protocols import Context
 from policies.reclaim_models import ReclaimRequest
-from policies.reclaiming import run_reclaim
 from policies.registry import build_registry
 from policies.scaling.aryl_mckp import ArylKnapsack, solve_mckp
 

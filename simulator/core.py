@@ -23,7 +23,7 @@ suspended with their progress kept, the servers go back to inference.
 
 There are no policy-specific branches: every policy is reached through a
 :class:`~simulator.deciders.Decider`, i.e. `Pipeline.run` and
-`policies.reclaiming.run_reclaim` with the profile's reclaim policy in process,
+`policies.common.reclaim.run_reclaim` with the profile's reclaim policy in process,
 or `POST /v1/decisions` and `POST /v1/reclaim` over HTTP.
 
 Stepping (for learned policies)::
@@ -50,6 +50,7 @@ from typing import cast
 
 from msgspec.structs import replace as replace_struct
 
+from policies.common.reclaim import run_reclaim
 from policies.decision import Decision, Verdict
 from policies.model import (
     Assignment,
@@ -64,7 +65,6 @@ from policies.model import (
 )
 from policies.profiles import Profile
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
-from policies.reclaiming import run_reclaim
 from policies.registry import build_registry
 from simulator.cluster import ClusterSpec
 from simulator.inference import InferenceDemand, InferenceOptions, load_series
@@ -1044,7 +1044,7 @@ def check_reclaim(snapshot: Snapshot, request: ReclaimRequest, answer: ReclaimRe
     a returned server is either preempted or shrunk to GPUs it already holds off
     those servers, at a worker count it accepts; no other job is touched. The
     policy-level contract (costs, reasons, no needless preemption) is
-    `policies.reclaiming`'s to check.
+    `policies.common.reclaim`'s to check.
     """
     problems: list[str] = []
     nodes = snapshot.nodes_by_id

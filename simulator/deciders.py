@@ -6,7 +6,7 @@ which ones to return (a reclaim). Both go through the same code as the service:
 
 * decisions: in process by `Pipeline.build(profile, registry).run(...)`, over
   HTTP by `POST {URL}/v1/decisions` with `{"profile", "snapshot", "seed"}`;
-* reclaims: in process by :func:`policies.reclaiming.run_reclaim` with the
+* reclaims: in process by :func:`policies.common.reclaim.run_reclaim` with the
   profile's reclaim policy (and its reclaim fallback), over HTTP by `POST
   {URL}/v1/reclaim` with `{"profile", "snapshot", "count" | "node_ids", "seed"}`.
 
@@ -27,12 +27,12 @@ import httpx
 import orjson
 from pydantic import JsonValue
 
+from policies.common.reclaim import run_reclaim
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
 from policies.model import Snapshot, decode, encode
 from policies.profiles import Profile, load_profiles
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
-from policies.reclaiming import run_reclaim
 from policies.registry import Registry, build_registry
 
 

@@ -2,7 +2,7 @@
 
 The same path as a decision (DESIGN §8): the raw body is validated straight
 into its model, the profile's reclaim policy (built at start-up) answers
-through :func:`policies.reclaiming.run_reclaim`, which re-checks the answer,
+through :func:`policies.common.reclaim.run_reclaim`, which re-checks the answer,
 the result is encoded by pydantic-core, and a record goes to the write-behind
 decision log with stages `["reclaim"]`. Neither the database nor Redis is
 touched on the request path.
@@ -20,13 +20,13 @@ from app.errors import InvalidRequestError, NotFoundError, PolicyFailedError
 from app.metrics import Metrics
 from app.schemas import ReclaimRequestBody
 from app.services.decisions import LogSink, check_snapshot, decode_body
+from policies.common.reclaim import ReclaimRequestError, run_reclaim
 from policies.decision import PolicyRef, Stage
 from policies.engine import PolicyFault
 from policies.model import Problem, encode, to_builtins
 from policies.profiles import Profile
 from policies.protocols import ReclaimPolicy
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest
-from policies.reclaiming import ReclaimRequestError, run_reclaim
 from policies.registry import Registry
 from storage.records import DecisionRecord
 

@@ -3,7 +3,7 @@
 The online rule of Bao, Peng, Wu and Li, "Online Job Scheduling in Distributed
 Machine Learning Clusters" (INFOCOM 2018, §IV): on a job's arrival, find the
 schedule of best payoff at the current resource prices (utility at completion
-minus priced cost, :func:`policies.oasis.search_schedule`); admit the job if
+minus priced cost, :func:`policies.common.oasis.search_schedule`); admit the job if
 that payoff is positive and commit the schedule, raising the prices of what it
 uses; reject it otherwise. Jobs are judged in submission order, each at the
 prices left by those admitted before it, in this round or earlier ones.
@@ -33,9 +33,7 @@ from typing import ClassVar
 
 from pydantic import JsonValue
 
-from policies.decision import AdmissionResult, Decision, Stage, Verdict
-from policies.model import Assignment, Job, JobState
-from policies.oasis import (
+from policies.common.oasis import (
     RESOURCES,
     STATE_KEY,
     JobModel,
@@ -55,6 +53,8 @@ from policies.oasis import (
     reconcile,
     search_schedule,
 )
+from policies.decision import AdmissionResult, Decision, Stage, Verdict
+from policies.model import Assignment, Job, JobState
 from policies.protocols import Context
 
 

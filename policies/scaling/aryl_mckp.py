@@ -50,10 +50,10 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from policies.common.pool import ResourcePool, demand, keep_running
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context
-from policies.scaling.pool import ResourcePool, demand, keep_running
 
 Item = tuple[int, float]
 """(weight in GPUs, value in seconds of remaining time saved)."""

@@ -30,16 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from policies.decision import ScalingResult, Stage
-from policies.model import Job, JobState
-from policies.protocols import Context, NoParams
-from policies.scaling.pool import (
+from policies.common.pool import (
     ResourcePool,
     demand,
     held_count,
     holds_unusable_gpus,
     next_count,
 )
+from policies.decision import ScalingResult, Stage
+from policies.model import Job, JobState
+from policies.protocols import Context, NoParams
 
 
 @dataclass
@@ -104,6 +104,7 @@ class DominantResourceFairness:
                 grant(job, held_count(job))
 
         by_id = {job.id: job for job in jobs}
+        refusals: dict[tuple[object, ...], str] = {}
 
         def serve(tenant: _Tenant) -> bool:
             """One step for `tenant`: start a waiting job, else grow one; False if none fits."""
@@ -114,12 +115,25 @@ class DominantResourceFairness:
                     grant(job, minimum)
                     return True
                 workers[job.id] = 0
-                refused[job.id] = (
-                    f"DRF: no capacity left at its minimum of {minimum} workers "
-                    f"({_needs(job, minimum)}; {_left(pool)} left) when tenant "
-                    f"{tenant.name!r} was served at weighted dominant share "
-                    f"{_weighted(pool, tenant):.3f}"
+                # Jobs of one shape refused while nothing changes share their reason.
+                key = (
+                    tenant.name,
+                    minimum,
+                    job.gpus_per_worker,
+                    job.cpus_per_worker,
+                    job.memory_gb_per_worker,
+                    *pool.left,
                 )
+                reason = refusals.get(key)
+                if reason is None:
+                    reason = (
+                        f"DRF: no capacity left at its minimum of {minimum} workers "
+                        f"({_needs(job, minimum)}; {_left(pool)} left) when tenant "
+                        f"{tenant.name!r} was served at weighted dominant share "
+                        f"{_weighted(pool, tenant):.3f}"
+                    )
+                    refusals[key] = reason
+                refused[job.id] = reason
             while tenant.growable:
                 _, _, job_id = heapq.heappop(tenant.growable)
                 job = by_id[job_id]
@@ -137,16 +151,19 @@ class DominantResourceFairness:
             if serve(tenant):
                 heapq.heappush(queue, (_weighted(pool, tenant), tenant.rank, name))
 
-        out = []
-        for job in jobs:
-            count = workers.get(job.id, 0)
-            tenant = tenants[job.tenant]
+        # Every job of a tenant ends at its tenant's share: worded once per tenant.
+        endings: dict[str, str] = {}
+        for tenant in tenants.values():
             share, resource = pool.share(tenant.used)
-            reason = refused.get(job.id) or (
-                f"DRF: {count} workers; tenant {tenant.name!r} ends at dominant share "
+            endings[tenant.name] = (
+                f"workers; tenant {tenant.name!r} ends at dominant share "
                 f"{share:.3f} of {resource} (weight {tenant.weight:g}, weighted "
                 f"{share / tenant.weight:.3f})"
             )
+        out = []
+        for job in jobs:
+            count = workers.get(job.id, 0)
+            reason = refused.get(job.id) or f"DRF: {count} {endings[job.tenant]}"
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
         return out
 

@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
+from policies.common.oasis import STATE_KEY, Plan, load_state, plan_from_details
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
-from policies.oasis import STATE_KEY, Plan, load_state, plan_from_details
 from policies.protocols import Context, NoParams
 
 

@@ -31,10 +31,10 @@ import heapq
 from collections.abc import Sequence
 from typing import ClassVar
 
+from policies.common.pool import ResourcePool, keep_running, next_count
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
-from policies.scaling.pool import ResourcePool, keep_running, next_count
 
 
 class Optimus:

@@ -149,7 +149,7 @@ def _lost_node(snapshot: Snapshot, job: Job) -> bool:
 def assert_valid_reclaim(
     snapshot: Snapshot, request: ReclaimRequest, result: ReclaimResult
 ) -> None:
-    """The reclaim contract, checked independently of :mod:`policies.reclaiming`."""
+    """The reclaim contract, checked independently of :mod:`policies.common.reclaim`."""
     jobs = snapshot.jobs_by_id
     loaned = [n.id for n in snapshot.nodes if n.loaned]
     servers = list(result.servers)

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from policies.capacity import FreeCapacity
+from policies.common.reclaim import run_reclaim
 from policies.decision import JobStatus
 from policies.model import JobState, Node, Pool, Snapshot
 from policies.reclaim_models import ReclaimRequest
-from policies.reclaiming import run_reclaim
 from policies.registry import build_registry
 from policies.scaling.aryl_mckp import Item, solve_mckp
 from tests.policies.builders import ctx, decide, gpus_by_node, job, node, running, snap, statuses

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pydantic import JsonValue
 
 from policies.capacity import CapacityError, FreeCapacity
+from policies.common.reclaim import run_reclaim
 from policies.decision import AdmissionResult, ScalingResult, Stage
 from policies.engine import Pipeline
 from policies.model import (
@@ -41,7 +42,6 @@ from policies.protocols import (
     ScalingPolicy,
 )
 from policies.reclaim_models import ReclaimRequest
-from policies.reclaiming import run_reclaim
 from policies.registry import PolicySpec, build_registry
 from tests.policies.builders import ctx, next_snapshot
 from tests.policies.checks import assert_valid_decision, assert_valid_reclaim

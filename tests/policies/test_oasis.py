@@ -15,10 +15,7 @@ from msgspec.structs import replace
 from pydantic import JsonValue
 
 from policies.admission.oasis import OasisAdmission
-from policies.decision import AdmissionResult, JobStatus, Stage, Verdict
-from policies.engine import Outcome, Pipeline
-from policies.model import Assignment, Job, JobState, Snapshot, StepUtility, decode_snapshot
-from policies.oasis import (
+from policies.common.oasis import (
     STATE_KEY,
     Market,
     OasisParams,
@@ -29,6 +26,9 @@ from policies.oasis import (
     model_job,
     price,
 )
+from policies.decision import AdmissionResult, JobStatus, Stage, Verdict
+from policies.engine import Outcome, Pipeline
+from policies.model import Assignment, Job, JobState, Snapshot, StepUtility, decode_snapshot
 from policies.profiles import load_profiles
 from policies.protocols import Context, NoParams
 from policies.registry import build_registry

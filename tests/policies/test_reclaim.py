@@ -7,12 +7,12 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel
 
+from policies.common.reclaim import ReclaimRequestError, answer_problems, run_reclaim
 from policies.decision import Stage
 from policies.engine import PolicyFault
 from policies.model import Node, Pool, Snapshot, convert
 from policies.protocols import Context, NoParams
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
-from policies.reclaiming import ReclaimRequestError, answer_problems, run_reclaim
 from policies.registry import build_registry
 from tests.policies.builders import ctx, node, running, snap
 from tests.policies.checks import assert_valid_reclaim

@@ -51,16 +51,16 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.decision import ScalingResult
-from policies.learned.models import InvalidActionError
-from policies.model import Job, JobState, Snapshot
-from policies.scaling.pool import (
+from policies.common.pool import (
     ResourcePool,
     demand,
     held_count,
     holds_unusable_gpus,
     next_count,
 )
+from policies.decision import ScalingResult
+from policies.learned.models import InvalidActionError
+from policies.model import Job, JobState, Snapshot
 
 # Actions per window slot, in this order; the last action of all is "stop".
 ADD_WORKER = 0

@@ -1,7 +1,8 @@
 """The cluster as one pool of GPUs, CPUs and memory, for scaling policies.
 
-Scaling policies that decide worker counts (DRF, Optimus) reason about the
-training side of the cluster as a single pool, as their papers do: node
+Scaling policies that decide worker counts (DRF, Optimus, Aryl's knapsack, and
+DL2 through its featurizer, :mod:`policies.learned.dl2.features`) reason about
+the training side of the cluster as a single pool, as their papers do: node
 boundaries and fragmentation are placement's concern, and the engine reports a
 job that cannot be placed. This module holds the bookkeeping they share, so each
 policy's file is only its objective.
