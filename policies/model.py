@@ -285,6 +285,8 @@ class Job(Frozen, frozen=True):
     def allowed_worker_counts(self) -> list[int]:
         """Worker counts this job accepts, ascending (always includes `workers`)."""
         lo, hi = self.lo, self.hi
+        if lo == hi:
+            return [self.workers]  # a rigid job (the bounds hold `workers`)
         if self.scaling_rule is ScalingRule.POWER_OF_TWO:
             counts = [1 << k for k in range(hi.bit_length()) if lo <= (1 << k) <= hi]
         else:

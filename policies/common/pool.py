@@ -49,15 +49,21 @@ class ResourcePool:
         return cls(total=total, left=list(total))
 
     def fits(self, job: Job, workers: int) -> bool:
-        return all(
-            need <= left + _SLACK
-            for need, left in zip(demand(job, workers), self.left, strict=True)
+        # Spelled out rather than zipped with `demand`: scaling policies ask this for
+        # every job of every decision.
+        left = self.left
+        return (
+            workers * job.gpus_per_worker <= left[0] + _SLACK
+            and workers * job.cpus_per_worker <= left[1] + _SLACK
+            and workers * job.memory_gb_per_worker <= left[2] + _SLACK
         )
 
     def take(self, job: Job, workers: int) -> None:
         """Count `workers` more workers of `job`; may go below zero for jobs already running."""
-        for i, need in enumerate(demand(job, workers)):
-            self.left[i] -= need
+        left = self.left
+        left[0] -= workers * job.gpus_per_worker
+        left[1] -= workers * job.cpus_per_worker
+        left[2] -= workers * job.memory_gb_per_worker
 
     def share(self, used: tuple[float, float, float] | list[float]) -> tuple[float, str]:
         """Dominant share of `used` and the resource it is on (resources with no total skipped)."""

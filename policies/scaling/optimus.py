@@ -96,21 +96,27 @@ class Optimus:
             push_step(job, rank)
 
         out = []
+        unknown: dict[int, str] = {}  # the two reasons that depend on the count alone
+        no_step: dict[int, str] = {}
         for job in jobs:
             count = workers[job.id]
             reason = reasons.get(job.id)
             if reason is None:
-                if job.remaining_time_s() is None:
-                    reason = f"Optimus: {count} workers; remaining time unknown, so no gain to add"
+                if job.estimated_duration_s is None:  # no remaining time without it
+                    reason = unknown.get(count) or unknown.setdefault(
+                        count,
+                        f"Optimus: {count} workers; remaining time unknown, so no gain to add",
+                    )
                 elif job.id in last_gain:
                     reason = (
                         f"Optimus: {count} workers; its last step saved "
                         f"{last_gain[job.id]:.1f} s of remaining time per added GPU"
                     )
                 else:
-                    reason = (
+                    reason = no_step.get(count) or no_step.setdefault(
+                        count,
                         f"Optimus: {count} workers; no further step fit or saved time "
-                        "ahead of other jobs"
+                        "ahead of other jobs",
                     )
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
         return out
