@@ -214,7 +214,7 @@ class FreeCapacity:
 
         All at once, node by node: this runs for every running job of every decision.
         """
-        taken: dict[str, set[int]] = {}
+        taken: dict[str, list[int]] = {}
         cpus: dict[str, float] = {}
         mem: dict[str, float] = {}
         nodes = self._nodes
@@ -224,22 +224,28 @@ class FreeCapacity:
                 node_id = a.node_id
                 if node_id not in nodes:
                     continue
+                indices = a.gpu_indices
                 gpus = taken.get(node_id)
                 if gpus is None:
-                    taken[node_id] = set(a.gpu_indices)
+                    taken[node_id] = list(indices)
                 else:
-                    gpus.update(a.gpu_indices)
-                workers = len(a.gpu_indices) // gpw
-                cpus[node_id] = cpus.get(node_id, 0.0) + workers * cpw
-                mem[node_id] = mem.get(node_id, 0.0) + workers * mpw
+                    gpus.extend(indices)
+                # Most jobs ask for no CPUs or memory: adding their zeros changes no sum.
+                if cpw:
+                    cpus[node_id] = cpus.get(node_id, 0.0) + len(indices) // gpw * cpw
+                if mpw:
+                    mem[node_id] = mem.get(node_id, 0.0) + len(indices) // gpw * mpw
         for node_id, gpus in taken.items():
             free = self._free[node_id]
-            left = [g for g in free if g not in gpus]
+            busy = set(gpus)
+            left = [g for g in free if g not in busy]
             self._move(node_id, len(free), len(left))
             self.total_free -= len(free) - len(left)
             self._free[node_id] = left
-            self._cpus[node_id] -= cpus[node_id]
-            self._mem[node_id] -= mem[node_id]
+        for node_id, used in cpus.items():
+            self._cpus[node_id] -= used
+        for node_id, used in mem.items():
+            self._mem[node_id] -= used
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""

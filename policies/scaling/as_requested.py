@@ -27,10 +27,11 @@ class AsRequested:
 
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
         out = []
+        running = JobState.RUNNING
         for job in jobs:
             # A running job keeps what it holds: rescaling it is not this policy's call.
-            workers = job.placed_workers if job.state is JobState.RUNNING else job.workers
-            if not job.accepts_workers(workers):
+            workers = job.placed_workers if job.state is running else job.workers
+            if workers != job.workers and not job.accepts_workers(workers):
                 workers = job.workers
             out.append(
                 ScalingResult(job_id=job.id, workers=workers, ps=job.ps, reason="as requested")
