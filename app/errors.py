@@ -17,7 +17,8 @@ import msgspec
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError as JsonSchemaError
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -138,6 +139,23 @@ def validation_error(error: ValidationError, prefix: str = "") -> InvalidRequest
 
 
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_MSGSPEC_FIELD = re.compile(r"^Object (?:contains unknown|missing required) field `(?P<key>[^`]*)`")
+
+
+def decoder_problem(error: msgspec.ValidationError) -> Problem:
+    """The decoder's one problem, at its JSON path.
+
+    msgspec says ``Expected `int` >= 1 - at `$.snapshot.jobs[3].workers```; a missing
+    or unknown key is named in the message and located at its object, so the key is
+    appended to the path, as the schema listing does.
+    """
+    match = _MSGSPEC_PATH.match(str(error))
+    message = match.group("message") if match else str(error)
+    path = ((match.group("path") if match else None) or "").lstrip(".")
+    field = _MSGSPEC_FIELD.match(message)
+    if field is not None:
+        path = f"{path}.{field.group('key')}" if path else field.group("key")
+    return Problem(path=path or "body", message=message)
 
 
 def decode_error(
@@ -151,16 +169,13 @@ def decode_error(
     OpenAPI spec publishes, so the caller hears of every field-level problem at once;
     a check the schema cannot express (a `__post_init__` rule) comes from the decoder.
     """
-    text = str(error)
     if not isinstance(error, msgspec.ValidationError):
-        problems = [Problem(path="body", message=f"malformed JSON: {text}")]
+        problems = [Problem(path="body", message=f"malformed JSON: {error}")]
     else:
-        match = _MSGSPEC_PATH.match(text)
-        message = match.group("message") if match else text
-        path = ((match.group("path") if match else None) or "").lstrip(".") or "body"
+        found = decoder_problem(error)
         problems = schema_problems(orjson.loads(body), kind)
-        if not any(p.path == path for p in problems):
-            problems.insert(0, Problem(path=path, message=message))
+        if not any(p.path == found.path for p in problems):
+            problems.insert(0, found)
     first = problems[0]
     return InvalidRequestError(
         f"{len(problems)} problem(s) in the request; first: {first.path}: {first.message}",
@@ -168,31 +183,54 @@ def decode_error(
     )
 
 
+def _is_integer(_: object, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# JSON Schema counts 1.0 as an integer; the decoder, like most typed clients, does not.
+# The listing of problems follows the decoder, which is what accepts or refuses.
+_StrictIntegers = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+
+
 @functools.cache
 def _validator(kind: type[Frozen]) -> Draft202012Validator:
-    return Draft202012Validator(msgspec.json.schema(kind))
+    validator: Draft202012Validator = _StrictIntegers(msgspec.json.schema(kind))
+    return validator
 
 
 def schema_problems(document: object, kind: type[Frozen]) -> list[Problem]:
     """Every place where `document` breaks the published JSON schema of `kind`.
 
     A missing or unknown key is reported at its own path (`snapshot.profile`), not at
-    the object that lacks or carries it.
+    the object that lacks or carries it; a value that may also be null is reported by
+    what its non-null form requires.
     """
-    problems: list[Problem] = []
-    for error in _validator(kind).iter_errors(document):
-        at = list(error.absolute_path)
-        instance = error.instance
-        if error.validator == "required" and isinstance(instance, dict):
-            missing = [k for k in error.validator_value if k not in instance]
-            problems += [Problem(path=json_path([*at, k]), message="required") for k in missing]
-        elif error.validator == "additionalProperties" and isinstance(instance, dict):
-            known = error.schema.get("properties", {})
-            extra = [k for k in instance if k not in known]
-            problems += [Problem(path=json_path([*at, k]), message="unknown field") for k in extra]
-        else:
-            problems.append(Problem(path=json_path(at), message=error.message))
-    return problems
+    return [p for error in _validator(kind).iter_errors(document) for p in _located(error)]
+
+
+def _located(error: JsonSchemaError) -> list[Problem]:
+    at = list(error.absolute_path)
+    instance = error.instance
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # `X | None` fields: the null branch's complaint says nothing useful.
+        branches = [
+            e for e in error.context if not (e.validator == "type" and e.validator_value == "null")
+        ]
+        if branches and instance is not None:
+            return [p for e in branches for p in _located(e)]
+    required = error.validator_value
+    if error.validator == "required" and isinstance(instance, dict) and isinstance(required, list):
+        missing = [k for k in required if k not in instance]
+        return [Problem(path=json_path([*at, k]), message="required") for k in missing]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = schema.get("properties", {})
+        extra = [k for k in instance if k not in known]
+        return [Problem(path=json_path([*at, k]), message="unknown field") for k in extra]
+    return [Problem(path=json_path(at), message=error.message)]
 
 
 def install_error_handlers(app: FastAPI) -> None:

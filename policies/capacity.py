@@ -156,10 +156,11 @@ class FreeCapacity:
             gpw = job.gpus_per_worker
             buckets = self.nodes_by_free(rack)
             return sum(len(buckets[c]) * (c // gpw) for c in range(gpw, self._max_gpus + 1))
+        rack_of = self._rack_of
         return sum(
             fit
             for node_id, fit in self.candidate_nodes(job)
-            if rack is None or self._rack_of[node_id] == rack
+            if rack is None or rack_of[node_id] == rack
         )
 
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
