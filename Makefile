@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,8 +33,21 @@ unit: $(STAMP) ## The pytest suite only
 
 test: lint typecheck unit ## Install, then lint, type-check and run every test (PostgreSQL and Redis included)
 
-bench: $(STAMP) ## Start a service on embedded defaults and benchmark decisions per profile
+bench: $(STAMP) ## Decisions per profile over HTTP (service on embedded defaults), then in process
 	bash scripts/serve_and_bench.sh
+	$(MAKE) --no-print-directory bench-engine
+
+bench-engine: $(STAMP) ## In-process decision time per profile on the examples, against the targets
+	$(BIN)/python scripts/bench_engine.py --repeat 3
+
+bench-growth: $(STAMP) ## Decision time from 16 to 4,096 nodes: table, exponents, docs/img/growth.png
+	$(BIN)/python scripts/bench_growth.py
+
+bench-memory: $(STAMP) ## Service memory over 10,000 decisions and a simulation's peak memory (long)
+	$(BIN)/python scripts/bench_memory.py
+
+bench-health: $(STAMP) ## /healthz latency while oasis decisions on the large example run back to back
+	$(BIN)/python scripts/bench_health.py
 
 bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
 	$(BIN)/python scripts/bench_simulator.py

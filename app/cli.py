@@ -1,11 +1,50 @@
-"""The `arbiter` console script (DESIGN §7)."""
+"""The `arbiter` console script (DESIGN §7).
+
+Every verb imports what it needs when it runs, never when the parser is built:
+`arbiter --help` lists the verbs without importing the engine, torch or the
+simulator. The verbs whose options live with their code (`simulate`, `train`,
+`worker`) declare those options when the verb is parsed (:class:`_VerbParser`),
+so that importing their modules is part of running that verb.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Declare = Callable[[argparse.ArgumentParser], None]
+"""Adds a verb's options to its parser and sets its `handler`."""
+
+
+class _VerbParser(argparse.ArgumentParser):
+    """A verb's parser whose options are declared on first use, not when it is built.
+
+    The top-level help shows each verb by its help line alone, so a verb whose options
+    come from a heavy module (the simulator's pulls in the engine and numpy) costs nothing
+    until it is the verb being parsed, or asked for its help.
+    """
+
+    def __init__(self, *args: Any, declare: Declare | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._declare = declare
+
+    def _declared(self) -> None:
+        declare, self._declare = self._declare, None
+        if declare is not None:
+            declare(self)
+
+    def parse_known_args(  # type: ignore[override]  # one signature covers the overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._declared()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._declared()
+        return super().format_help()
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -43,19 +82,44 @@ def _openapi(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from app.retrain_cli import add_train_arguments, add_worker_arguments, run_train, run_worker
+def _simulate_options(parser: argparse.ArgumentParser) -> None:
     from simulator.cli import add_simulate_arguments, run_simulate
 
+    add_simulate_arguments(parser)
+    parser.set_defaults(handler=run_simulate)
+
+
+def _train_options(parser: argparse.ArgumentParser) -> None:
+    from app.retrain_cli import add_train_arguments, run_train
+
+    add_train_arguments(parser)
+    parser.set_defaults(handler=run_train)
+
+
+def _worker_options(parser: argparse.ArgumentParser) -> None:
+    from app.retrain_cli import add_worker_arguments, run_worker
+
+    add_worker_arguments(parser)
+    parser.set_defaults(handler=run_worker)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="arbiter", description="Scheduling decisions for GPU clusters."
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_VerbParser
+    )
 
     serve = commands.add_parser("serve", help="Run the HTTP service.")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="Worker processes (each runs decisions on ARBITER_DECISION_THREADS threads).",
+    )
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(handler=_serve)
 
@@ -65,19 +129,19 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--wait-s", type=float, default=30.0, help="Wait for the database.")
     upgrade.set_defaults(handler=_db_upgrade)
 
-    simulate = commands.add_parser("simulate", help="Replay a trace under one or more profiles.")
-    add_simulate_arguments(simulate)
-    simulate.set_defaults(handler=run_simulate)
-
-    train = commands.add_parser(
-        "train", help="Retrain a learned policy from the decision log, in the foreground."
+    commands.add_parser(
+        "simulate",
+        help="Replay a trace under one or more profiles.",
+        declare=_simulate_options,
     )
-    add_train_arguments(train)
-    train.set_defaults(handler=run_train)
-
-    worker = commands.add_parser("worker", help="Run retraining jobs from the Redis queue.")
-    add_worker_arguments(worker)
-    worker.set_defaults(handler=run_worker)
+    commands.add_parser(
+        "train",
+        help="Retrain a learned policy from the decision log, in the foreground.",
+        declare=_train_options,
+    )
+    commands.add_parser(
+        "worker", help="Run retraining jobs from the Redis queue.", declare=_worker_options
+    )
 
     openapi = commands.add_parser("openapi", help="Print the OpenAPI spec as JSON.")
     openapi.add_argument("--indent", action="store_true")

@@ -17,6 +17,7 @@ from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
 from app.services.retrain import RetrainService
 from app.settings import Settings
+from app.threads import DecisionThreads
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Services:
     health: HealthService
     models: ModelService
     retrain: RetrainService
+    threads: DecisionThreads  # where the raw-body routes run their service calls
 
 
 def _services(request: Request) -> Services:

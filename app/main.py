@@ -7,6 +7,7 @@ logic; storage owns the queries.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -39,6 +40,7 @@ from app.services.reclaim import ReclaimService
 from app.services.retrain import LocalProcessQueue, RetrainQueue, RetrainService, RqRetrainQueue
 from app.services.shadow import shadow_targets
 from app.settings import Settings
+from app.threads import DecisionThreads
 from policies.decision import Decision
 from policies.profiles import load_profiles
 from policies.protocols import learned_model_key
@@ -148,12 +150,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             health=HealthService(engine, cache, decision_log.stats, len(profiles), active_models),
             models=ModelService(sessions, cache),
             retrain=RetrainService(sessions, queue),
+            threads=DecisionThreads(settings.decision_threads),
         )
         app.state.decision_log = decision_log
         app.state.model_watcher = watcher
+        # The objects built so far (registry, pipelines, models, torch and every imported
+        # module: about 250,000) live as long as the process. Frozen, they leave the
+        # collector's generations, so the full collections that a large decision's many
+        # objects trigger no longer walk them all: up to about 170 ms each, holding the GIL,
+        # without the freeze (docs/benchmarks.md, "Health while decisions run").
+        gc.freeze()
         try:
             yield
         finally:
+            gc.unfreeze()  # a stopped app's objects may be collected again (tests, reloads)
             stop.set()
             queue.close()
             watcher.stop()

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Never
 
-from pydantic import ValidationError
-from tqdm import tqdm
-
-from app.services.retrain import RETRAINABLE
+# What a verb needs is imported when it runs (or, for `train`, when its options are
+# declared): `arbiter worker --help` imports neither the service nor the trainer.
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    from app.services.retrain import RETRAINABLE
+
     parser.add_argument("policy", choices=RETRAINABLE, help="learned policy to retrain")
     parser.add_argument("--since", type=datetime.fromisoformat, help="window start (ISO 8601)")
     parser.add_argument("--until", type=datetime.fromisoformat, help="window end (ISO 8601)")
@@ -51,6 +51,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 def _stage_bars(enabled: bool) -> tuple[Callable[[str, float], None], Callable[[], None]]:
     """A progress callback drawing one bar per stage (as `arbiter simulate` draws one per
     profile), and a function closing the last one."""
+    from tqdm import tqdm
+
     bars: dict[str, tqdm[Never]] = {}
 
     def report(stage: str, fraction: float) -> None:
@@ -73,6 +75,8 @@ def _stage_bars(enabled: bool) -> tuple[Callable[[str, float], None], Callable[[
 
 def run_train(args: argparse.Namespace) -> int:
     """`arbiter train`: 0 when the job succeeded, 1 when it failed, 2 for bad input."""
+    from pydantic import ValidationError
+
     from app.errors import ApiError
     from app.schemas import RetrainRequest
     from app.services.retrain import RetrainService, run_retrain_job

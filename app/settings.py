@@ -78,6 +78,17 @@ class Settings(BaseSettings):
         ge=1,
         description="Shadow decisions waiting to be computed; past it they are skipped.",
     )
+    decision_threads: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description=(
+            "Worker threads per process that run decisions, reclaims and feedback off the "
+            "event loop, so that a slow decision never holds /healthz; more requests wait "
+            "for a thread. Concurrency, not parallelism (the GIL): for throughput, run more "
+            "processes (`arbiter serve --workers N`)."
+        ),
+    )
 
     @field_validator("admin_token")
     @classmethod

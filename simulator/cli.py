@@ -22,26 +22,14 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Never
+from typing import TYPE_CHECKING, Never
 
-from tqdm import tqdm
-
-from simulator.cluster import ClusterSpecError, load_cluster
-from simulator.core import SimOptions, SimulationError
-from simulator.deciders import (
-    Decider,
-    DecisionServiceError,
-    EngineDecider,
-    HttpDecider,
-    UnknownProfileError,
-    shipped_profiles,
-)
-from simulator.inference import InferenceOptions
-from simulator.metrics import SimulationResult
-from simulator.report import metrics_table, results_json, write_report
-from simulator.runner import RunConfig, simulate
-from simulator.traces import TraceError, read_trace
 from simulator.workload import UTILITY_FORMS, UTILITY_VALUES, WorkloadError, WorkloadOptions
+
+# The engine, the simulator's core and its reports are imported inside the functions that
+# run a simulation: declaring the options (`arbiter simulate --help`) needs none of them.
+if TYPE_CHECKING:
+    from simulator.runner import RunConfig
 
 
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +128,10 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
+    from simulator.core import SimOptions
+    from simulator.inference import InferenceOptions
+    from simulator.runner import RunConfig
+
     return RunConfig(
         seed=args.seed,
         perf_mode=args.perf_model,
@@ -163,6 +155,8 @@ def _progress_factory(
 ) -> Callable[[str], Callable[[int], None] | None] | None:
     if not enabled:
         return None
+    from tqdm import tqdm
+
     bars: list[tqdm[Never]] = []
 
     def for_profile(name: str) -> Callable[[int], None]:
@@ -181,6 +175,21 @@ def _progress_factory(
 
 def run_simulate(args: argparse.Namespace) -> int:
     """Run `arbiter simulate`; returns the exit status (0 ok, 2 bad input, 1 failure)."""
+    from simulator.cluster import ClusterSpecError, load_cluster
+    from simulator.core import SimulationError
+    from simulator.deciders import (
+        Decider,
+        DecisionServiceError,
+        EngineDecider,
+        HttpDecider,
+        UnknownProfileError,
+        shipped_profiles,
+    )
+    from simulator.metrics import SimulationResult
+    from simulator.report import metrics_table, results_json, write_report
+    from simulator.runner import simulate
+    from simulator.traces import TraceError, read_trace
+
     try:
         config = _config(args)
         config.workload.check()

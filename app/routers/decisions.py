@@ -2,7 +2,8 @@
 
 Bodies are read raw and validated straight from JSON (DESIGN §8: decoding is
 most of a decision's cost); the OpenAPI request schema is declared explicitly
-so generated clients still see the full snapshot model.
+so generated clients still see the full snapshot model. The body is read on the
+event loop; decoding and deciding run on a decision thread (:mod:`app.threads`).
 """
 
 from __future__ import annotations
@@ -66,13 +67,15 @@ def _decision_response() -> dict[int | str, dict[str, Any]]:
 )
 async def create_decision(request: Request, services: ServicesDep) -> Response:
     body = await request.body()
-    return Response(services.decisions.decide(body), media_type="application/json")
+    decision = await services.threads.run(services.decisions.decide, body)
+    return Response(decision, media_type="application/json")
 
 
 def _stage_route(stage: Stage) -> None:
     async def handler(request: Request, services: ServicesDep) -> Response:
         body = await request.body()
-        return Response(services.decisions.decide(body, stage), media_type="application/json")
+        decision = await services.threads.run(services.decisions.decide, body, stage)
+        return Response(decision, media_type="application/json")
 
     router.add_api_route(
         f"/decisions/{stage.value}",

@@ -42,5 +42,6 @@ router = APIRouter(prefix="/v1", tags=["feedback"])
     },
 )
 async def post_feedback(request: Request, services: ServicesDep) -> FeedbackAccepted:
-    accepted = services.feedback.accept(await request.body())
+    body = await request.body()
+    accepted = await services.threads.run(services.feedback.accept, body)
     return FeedbackAccepted(accepted=accepted)

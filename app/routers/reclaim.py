@@ -1,7 +1,7 @@
 """POST /v1/reclaim: which loaned servers go back to inference, and what that costs training.
 
-Raw-body fast path like the decision endpoints; the request and response schemas are
-declared by reference so generated clients still see the full models.
+Raw-body fast path like the decision endpoints, off the event loop like them; the request
+and response schemas are declared by reference so generated clients still see the full models.
 """
 
 from __future__ import annotations
@@ -80,4 +80,5 @@ _EXAMPLE_SNAPSHOT: dict[str, Any] = {
 )
 async def create_reclaim(request: Request, services: ServicesDep) -> Response:
     body = await request.body()
-    return Response(services.reclaim.reclaim(body), media_type="application/json")
+    answer = await services.threads.run(services.reclaim.reclaim, body)
+    return Response(answer, media_type="application/json")

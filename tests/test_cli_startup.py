@@ -1,0 +1,86 @@
+"""`arbiter --help` stays instant: the parser is built without importing any heavy module.
+
+Each check runs in a fresh interpreter (this one has imported everything already) and
+looks at `sys.modules` afterwards: a behaviour, not a timing, so it holds on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = frozenset({"torch", "matplotlib", "numpy", "sqlalchemy", "fastapi"})
+
+
+def modules_after(code: str) -> set[str]:
+    """Top-level names of the modules a fresh interpreter has loaded after running `code`."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        + "".join(f"    {line}\n" for line in code.splitlines())
+        + "print(json.dumps(sorted({name.partition('.')[0] for name in sys.modules})))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return set(json.loads(completed.stdout))
+
+
+def test_building_the_parser_imports_no_heavy_module() -> None:
+    loaded = modules_after("import app.cli\napp.cli.build_parser()")
+    assert not loaded & HEAVY
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["serve", "--help"], ["db", "upgrade", "--help"], ["worker", "--help"]],
+    ids=" ".join,
+)
+def test_help_imports_no_heavy_module(argv: list[str]) -> None:
+    loaded = modules_after(f"import app.cli\napp.cli.main({argv!r})")
+    assert not loaded & HEAVY
+
+
+def test_simulate_help_does_not_import_the_engine_or_the_service() -> None:
+    # Its options need the simulator's workload choices, which bring numpy; the engine
+    # (torch), the report (matplotlib) and the service stay out until a simulation runs.
+    loaded = modules_after("import app.cli\napp.cli.main(['simulate', '--help'])")
+    assert not loaded & (HEAVY - {"numpy"})
+
+
+def test_lazily_declared_verbs_parse_their_options() -> None:
+    parser = build_parser()
+    simulate = parser.parse_args(
+        ["simulate", "--trace", "t.csv", "--cluster", "c.json", "--profile", "fifo",
+         "--profile", "oasis", "--utility", "step"]
+    )  # fmt: skip
+    assert (simulate.profile, simulate.utility, simulate.handler.__name__) == (
+        ["fifo", "oasis"],
+        "step",
+        "run_simulate",
+    )
+    worker = parser.parse_args(["worker", "--burst"])
+    assert worker.burst
+    assert worker.handler.__name__ == "run_worker"
+    train = parser.parse_args(["train", "dl2", "--updates", "3"])
+    assert (train.policy, train.updates, train.handler.__name__) == ("dl2", 3, "run_train")
+
+
+def test_verb_help_lists_its_lazily_declared_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--trace" in help_text
+    assert "--perf-model" in help_text
