@@ -9,10 +9,12 @@ Stateless profiles (most) do not touch the cache either. A stateful profile
 of its keys for the snapshot's cluster from the cache before deciding
 (`state:{cluster_id}:{key}`, JSON) and writes the updates back after: the
 policy state of DESIGN §5, shared by every replica through Redis (in process
-when there is none). Rounds of one cluster are expected one at a time, as a
-scheduler loop sends them; two replicas deciding for the same cluster at once
-would race (the later write wins), and the next round's snapshot reconciles
-what was lost (running jobs win over the state).
+when there is none). Within a process, one cluster's stateful rounds are
+serialised by a lock (decisions run on several threads). Across replicas, rounds
+of one cluster are expected one at a time, as a scheduler loop sends them; two
+replicas deciding for the same cluster at once would race (the later write
+wins), and the next round's snapshot reconciles what was lost (running jobs win
+over the state).
 
 Learned policies get their model from a `ModelProvider` (the service's
 :class:`app.services.models.ActiveModels`). When a model changes,
@@ -144,6 +146,8 @@ class DecisionService:
         self._load_version = load_version
         self._shadow_retry_s = shadow_retry_s
         self._shadow_lock = threading.Lock()
+        self._locks_lock = threading.Lock()
+        self._cluster_locks: dict[str, threading.Lock] = {}
         self._shadow_pipelines: dict[str, Pipeline | str] = {}
         self._shadow_retry_at: dict[str, float] = {}
         self.shadow: ShadowDecider | None = None
@@ -217,6 +221,13 @@ class DecisionService:
         if self.shadow is not None:
             self.shadow.stop()
 
+    def _cluster_lock(self, cluster_id: str) -> threading.Lock:
+        with self._locks_lock:
+            lock = self._cluster_locks.get(cluster_id)
+            if lock is None:
+                lock = self._cluster_locks[cluster_id] = threading.Lock()
+            return lock
+
     def load_state(self, cluster_id: str, keys: Sequence[str]) -> dict[str, JsonValue]:
         """The cluster's kept state under `keys`; a key never written (or unreadable) is absent."""
         state: dict[str, JsonValue] = {}
@@ -257,13 +268,16 @@ class DecisionService:
         cluster_id = request.snapshot.cluster_id
         try:
             if pipeline.state_keys:
-                outcome = pipeline.run(
-                    request.snapshot,
-                    stages,
-                    state=self.load_state(cluster_id, pipeline.state_keys),
-                    seed=request.seed,
-                )
-                self.save_state(cluster_id, outcome.state)
+                # Decisions run on several threads: one cluster's stateful rounds go one
+                # at a time here, so a round never reads state that another is replacing.
+                with self._cluster_lock(cluster_id):
+                    outcome = pipeline.run(
+                        request.snapshot,
+                        stages,
+                        state=self.load_state(cluster_id, pipeline.state_keys),
+                        seed=request.seed,
+                    )
+                    self.save_state(cluster_id, outcome.state)
                 decision = outcome.decision
             else:
                 decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
