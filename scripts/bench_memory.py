@@ -7,7 +7,8 @@
 `service`: starts `arbiter serve` (one worker, `python -m app.cli` from this checkout)
 on embedded defaults, as `scripts/serve_and_bench.sh` does: a throwaway SQLite file and
 spill directory in a temporary folder, the in-process cache, no other `ARBITER_*`
-setting, a free loopback port; waits for `GET /readyz`; then posts `examples/large.json`
+setting (but `BENCH_ARBITER_X=v` gives the service `ARBITER_X=v`, e.g.
+`BENCH_ARBITER_DECISION_THREADS=1`), a free loopback port; waits for `GET /readyz`; then posts `examples/large.json`
 to `POST /v1/decisions` (profile `tiresias` unless `--profile`) `--requests` times
 (default 10,000), one at a time over one keep-alive connection, and reads the server
 process's resident memory (`VmRSS` in `/proc/PID/status`) after the first 100
@@ -79,6 +80,9 @@ def embedded_env(workdir: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ARBITER_")}
     env["ARBITER_DATABASE_URL"] = f"sqlite:///{workdir / 'arbiter.db'}"
     env["ARBITER_SPILL_DIR"] = str(workdir / "spill")
+    env.update(
+        {k[len("BENCH_") :]: v for k, v in os.environ.items() if k.startswith("BENCH_ARBITER_")}
+    )
     return env
 
 
