@@ -8,13 +8,14 @@
 on embedded defaults, as `scripts/serve_and_bench.sh` does: a throwaway SQLite file and
 spill directory in a temporary folder, the in-process cache, no other `ARBITER_*`
 setting (but `BENCH_ARBITER_X=v` gives the service `ARBITER_X=v`, e.g.
-`BENCH_ARBITER_DECISION_THREADS=1`), a free loopback port; waits for `GET /readyz`;
-then posts `examples/large.json` to `POST /v1/decisions` (profile `tiresias` unless
+`BENCH_ARBITER_DECISION_THREADS=1`), a free loopback port; waits for `GET /readyz`; then
+posts `examples/large.json` to `POST /v1/decisions` (profile `tiresias` unless
 `--profile`) `--requests` times (default 10,000), one at a time over one keep-alive
-connection, and reads the server process's resident memory (`VmRSS` in `/proc/PID/status`) after the first 100
-responses, every `--sample-every` responses, at the end, and again after two idle
-seconds. Target: the memory at the end within 10 % of that after 100 decisions (no
-growth with the number of decisions served, decision log included).
+connection, and reads the server process's resident memory (`VmRSS` in
+`/proc/PID/status`) after the first 100 responses, every `--sample-every` responses, at
+the end, and again after two idle seconds. Target: the memory at the end within 10 % of
+that after 100 decisions (no growth with the number of decisions served, decision log
+included).
 
 `simulator`: runs `arbiter simulate` on Philly's two-week trace (`--trace`,
 `--cluster`, default `shared/traces/philly.2w-2017-10-02.csv` on
