@@ -447,14 +447,22 @@ class _Allocation:
         keep = self._running_to_keep(running)
         kept = [job for job in running if job.id in keep]
         self.free.take_held((job, job.placement) for job in kept)
+        # What _hold does, for jobs whose GPUs were just counted: every decision holds
+        # every running job, so this loop runs for most of the snapshot.
+        held, placement, tenant_gpus = self.rnd.held_gpus, self.placement, self.tenant_gpus
         for job in kept:
-            self._hold(job, job.placement)
+            placement[job.id] = job.placement
+            tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0) + held[job.id]
+        targets, preempted = self.target, self.preempted
         blocked_by: str | None = None
         for job in self.ordered:
-            if job.id in keep:
-                self._resize(job)
+            job_id = job.id
+            if job_id in keep:
+                target = targets.get(job_id)
+                if target is not None and target.workers * job.gpus_per_worker != held[job_id]:
+                    self._resize(job)
                 continue
-            if job.id in self.preempted:
+            if job_id in preempted:
                 continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
