@@ -449,11 +449,11 @@ class _Allocation:
         self.free.take_held((job, job.placement) for job in kept)
         # What _hold does, for jobs whose GPUs were just counted: every decision holds
         # every running job, so this loop runs for most of the snapshot.
-        held, placement, tenant_gpus = self.rnd.held_gpus, self.placement, self.tenant_gpus
+        held, holding, tenant_gpus = self.rnd.held_gpus, self.placement, self.tenant_gpus
         for job in kept:
-            placement[job.id] = job.placement
+            holding[job.id] = job.placement
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0) + held[job.id]
-        targets, preempted = self.target, self.preempted
+        targets, outside = self.target, self.preempted
         blocked_by: str | None = None
         for job in self.ordered:
             job_id = job.id
@@ -462,7 +462,7 @@ class _Allocation:
                 if target is not None and target.workers * job.gpus_per_worker != held[job_id]:
                     self._resize(job)
                 continue
-            if job_id in preempted:
+            if job_id in outside:
                 continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
