@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import platform
 import statistics
@@ -35,16 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policies.decision import Decision
+    from policies.engine import Pipeline
+    from policies.model import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from policies.decision import Decision  # noqa: E402
-from policies.engine import Pipeline  # noqa: E402
-from policies.model import Snapshot, decode_snapshot, encode  # noqa: E402
-from policies.profiles import load_profiles  # noqa: E402
-from policies.registry import build_registry  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 DEFAULT_SNAPSHOTS = (EXAMPLES / "small.json", EXAMPLES / "large.json")
@@ -102,9 +101,52 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
 
 
+@dataclass(frozen=True)
+class Core:
+    """The parts of the core this benchmark drives, from one checkout."""
+
+    Pipeline: Any
+    load_profiles: Callable[[Any], dict[str, Any]]
+    build_registry: Callable[[], Any]
+    decode_snapshot: Callable[[bytes], Any]
+    encode: Callable[[Any], bytes]
+
+
+def _core(checkout: Path | None) -> Core:
+    """The core's modules from `checkout` (default: this one), imported on first use.
+
+    Another checkout (an older commit's `git worktree`) gives before-and-after figures
+    from the one script; checkouts from before `decode_snapshot` and `encode` existed
+    are read and written through their pydantic models instead.
+    """
+    path = str((checkout or ROOT).resolve())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    model: Any = importlib.import_module("policies.model")
+    encode = getattr(model, "encode", None)
+    return Core(
+        Pipeline=importlib.import_module("policies.engine").Pipeline,
+        load_profiles=importlib.import_module("policies.profiles").load_profiles,
+        build_registry=importlib.import_module("policies.registry").build_registry,
+        decode_snapshot=getattr(model, "decode_snapshot", None)
+        or model.Snapshot.model_validate_json,
+        encode=encode or (lambda decision: decision.model_dump_json().encode()),
+    )
+
+
+CORE: Core | None = None
+
+
+def core() -> Core:
+    global CORE  # noqa: PLW0603 - set once, by main, before anything is measured
+    if CORE is None:
+        CORE = _core(None)
+    return CORE
+
+
 def encode_decision(decision: Decision) -> bytes:
     """The decision as JSON, the way the service writes it."""
-    return encode(decision)
+    return core().encode(decision)
 
 
 def time_ms(call: Callable[[], object], iterations: int) -> list[float]:
@@ -184,13 +226,14 @@ def measure(
     progress: Callable[[str], None] | None = None,
 ) -> list[Cell]:
     """Every (profile, snapshot) cell, measured `repeat` times round-robin."""
-    registry = build_registry()
-    known = load_profiles(registry)
+    registry = core().build_registry()
+    known = core().load_profiles(registry)
     unknown = [name for name in profiles if name not in known]
     if unknown:
         raise SystemExit(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(known)}")
-    pipelines = {name: Pipeline.build(known[name], registry) for name in profiles}
+    pipelines = {name: core().Pipeline.build(known[name], registry) for name in profiles}
     raws = {path.stem: path.read_bytes() for path in snapshots}
+    decode_snapshot = core().decode_snapshot
     decoded = {name: decode_snapshot(raw) for name, raw in raws.items()}
     cells = {
         (profile, name): Cell(profile=profile, snapshot=name)
@@ -252,6 +295,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--repeat", type=int, default=1, help="rounds; figures are medians over rounds"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed passed to Pipeline.run")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=None,
+        help="measure the core of another checkout (e.g. an older commit's worktree)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write raw figures here")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -263,9 +312,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global CORE  # noqa: PLW0603
     args = parse_args(argv)
+    CORE = _core(args.checkout)
     if args.profiles is None:
-        profiles = sorted(load_profiles(build_registry()))
+        profiles = sorted(core().load_profiles(core().build_registry()))
     else:
         profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
 
