@@ -49,7 +49,7 @@ bench-memory: $(STAMP) ## Service memory over 10,000 decisions and a simulation'
 bench-health: $(STAMP) ## /healthz latency while oasis decisions on the large example run back to back
 	$(BIN)/python scripts/bench_health.py
 
-bench-sim: $(STAMP) ## Simulator speed: 10,000 trace jobs per profile
+bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
 	$(BIN)/python scripts/bench_simulator.py
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
