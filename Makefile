@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ bench-memory: $(STAMP) ## Service memory over 10,000 decisions and a simulation'
 
 bench-health: $(STAMP) ## /healthz latency while oasis decisions on the large example run back to back
 	$(BIN)/python scripts/bench_health.py
+
+bench-throughput: $(STAMP) ## Small-example decisions/s under wrk, one and two workers (needs wrk)
+	bash scripts/bench_throughput.sh
 
 bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
 	$(BIN)/python scripts/bench_simulator.py
