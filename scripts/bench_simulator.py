@@ -101,13 +101,11 @@ def _category(filename: str) -> str:
     if "/policies/engine.py" in name or "/policies/capacity.py" in name:
         return "engine (policies/engine.py, capacity.py)"
     if "/policies/model.py" in name or "/policies/decision.py" in name:
-        return "domain model properties (policies/model.py, decision.py)"
+        return "domain model (policies/model.py, decision.py)"
     if "/policies/" in name:
         return "policies (ordering, scaling, placement, admission)"
     if "/simulator/" in name:
         return "simulator (snapshots, checks, events, perf model)"
-    if "pydantic" in name:
-        return "pydantic (validating engine outputs and views)"
     return "Python built-ins and standard library"
 
 
