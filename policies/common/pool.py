@@ -76,11 +76,14 @@ class ResourcePool:
 
 def holds_unusable_gpus(job: Job, snapshot: Snapshot) -> bool:
     """A running job with GPUs on a node training can no longer use (the engine preempts it)."""
+    if job.state is not JobState.RUNNING:
+        return False
     nodes = snapshot.nodes_by_id
-    return job.state is JobState.RUNNING and any(
-        a.node_id not in nodes or not nodes[a.node_id].schedulable_for_training
-        for a in job.placement
-    )
+    for a in job.placement:  # a loop, not any(): scaling policies ask for every running job
+        node = nodes.get(a.node_id)
+        if node is None or not node.schedulable_for_training:
+            return True
+    return False
 
 
 def held_count(job: Job) -> int:

@@ -75,18 +75,21 @@ class DominantResourceFairness:
         tenants: dict[str, _Tenant] = {}
 
         def tenant_of(job: Job) -> _Tenant:
-            if job.tenant not in tenants:
+            tenant = tenants.get(job.tenant)
+            if tenant is None:
                 spec = snapshot.tenants_by_id.get(job.tenant)
                 weight = spec.weight if spec is not None else 1.0
-                tenants[job.tenant] = _Tenant(job.tenant, weight, rank[job.id])
-            return tenants[job.tenant]
+                tenant = tenants[job.tenant] = _Tenant(job.tenant, weight, rank[job.id])
+            return tenant
 
         def grant(job: Job, count: int) -> None:
             extra = count - workers.get(job.id, 0)
             pool.take(job, extra)
-            tenant = tenant_of(job)
-            for i, amount in enumerate(demand(job, extra)):
-                tenant.used[i] += amount
+            used = tenant_of(job).used
+            # The demand of `extra` workers, added resource by resource (as `demand` adds).
+            used[0] += extra * job.gpus_per_worker
+            used[1] += extra * job.cpus_per_worker
+            used[2] += extra * job.memory_gb_per_worker
             workers[job.id] = count
             if next_count(counts[job.id], count) is not None:
                 own, _ = pool.share(list(demand(job, count)))
