@@ -69,6 +69,8 @@ class CellResult:
     p99_ms: float | None = None
     mean_ms: float | None = None
     decisions_per_s: float = 0.0
+    server_p50_ms: float | None = None  # upper bounds, from the service's own histogram
+    server_p99_ms: float | None = None
     error: str | None = None  # why the cell was skipped, if it was
     statuses: dict[str, int] = field(default_factory=dict)
 
@@ -101,6 +103,32 @@ def fetch_profiles(client: httpx.Client) -> list[str]:
     if not isinstance(listed, list):
         raise SystemExit(f"GET /v1/profiles returned {type(listed).__name__}, expected a list")
     return [str(item["name"]) for item in listed if isinstance(item, dict) and "name" in item]
+
+
+def decision_histogram(client: httpx.Client, profile: str) -> dict[float, float]:
+    """Cumulative counts by upper bound (s) of the service's `arbiter_decision_seconds`."""
+    counts: dict[float, float] = {}
+    for line in client.get("/metrics").text.splitlines():
+        if (
+            not line.startswith("arbiter_decision_seconds_bucket{")
+            or f'profile="{profile}"' not in line
+        ):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        bound = labels.split('le="', 1)[1].split('"', 1)[0]
+        counts[math.inf if bound == "+Inf" else float(bound)] = float(value)
+    return counts
+
+
+def histogram_quantile(
+    before: dict[float, float], after: dict[float, float], q: float
+) -> float | None:
+    """Upper bound (s) of the bucket holding the q-quantile of what was added in between."""
+    added = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
+    if not added or added[-1][1] <= 0:
+        return None
+    total = added[-1][1]
+    return next(bound for bound, count in added if count >= q * total)
 
 
 def run_cell(load: Load, profile: str, size: str, body: bytes) -> CellResult:
@@ -141,6 +169,8 @@ def run_cell(load: Load, profile: str, size: str, body: bytes) -> CellResult:
             for status, count in my_statuses.items():
                 statuses[status] = statuses.get(status, 0) + count
 
+    with httpx.Client(base_url=load.url, timeout=load.timeout_s) as probe:
+        histogram_before = decision_histogram(probe, profile)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=load.concurrency) as pool:
         for future in [pool.submit(worker) for _ in range(load.concurrency)]:
@@ -155,6 +185,13 @@ def run_cell(load: Load, profile: str, size: str, body: bytes) -> CellResult:
         result.p99_ms = percentile(latencies, 0.99) * 1000
         result.mean_ms = sum(latencies) / len(latencies) * 1000
         result.decisions_per_s = len(latencies) / result.elapsed_s
+    # The service's own latency (decode, decide, encode), from its histogram: bucket bounds.
+    with httpx.Client(base_url=load.url, timeout=load.timeout_s) as probe:
+        histogram_after = decision_histogram(probe, profile)
+    for q, name in ((0.50, "server_p50_ms"), (0.99, "server_p99_ms")):
+        bound = histogram_quantile(histogram_before, histogram_after, q)
+        if bound is not None:
+            setattr(result, name, bound * 1000)
     return result
 
 
@@ -163,16 +200,20 @@ def markdown_table(results: Sequence[CellResult]) -> str:
         return "–" if value is None else f"{value:.1f}"
 
     lines = [
-        "| profile | snapshot | requests | errors | p50 ms | p99 ms | decisions/s |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| profile | snapshot | requests | errors | p50 ms | p99 ms | decisions/s "
+        "| service p50 ≤ ms | service p99 ≤ ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if r.error is not None:
-            lines.append(f"| {r.profile} | {r.snapshot} | – | – | – | – | skipped: {r.error} |")
+            lines.append(
+                f"| {r.profile} | {r.snapshot} | – | – | – | – | skipped: {r.error} | – | – |"
+            )
             continue
         lines.append(
             f"| {r.profile} | {r.snapshot} | {r.requests} | {r.errors} | {ms(r.p50_ms)} "
-            f"| {ms(r.p99_ms)} | {r.decisions_per_s:.1f} |"
+            f"| {ms(r.p99_ms)} | {r.decisions_per_s:.1f} | {ms(r.server_p50_ms)} "
+            f"| {ms(r.server_p99_ms)} |"
         )
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from policies.model import decode_snapshot
+from scripts.bench import histogram_quantile
 from scripts.bench_engine import Cell, format_row, percentile, target_status
 from scripts.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
 from scripts.bench_memory import rss_bytes, sample_points
@@ -96,3 +97,13 @@ def test_memory_is_sampled_after_the_first_hundred_and_at_the_end() -> None:
     assert sample_points(10_000, 5_000) == [1, 100, 5_000, 10_000]
     assert sample_points(30, 1_000) == [1, 30]
     assert rss_bytes(os.getpid()) > 1 << 20
+
+
+def test_histogram_quantile_is_the_bucket_bound_of_what_was_added() -> None:
+    before = {0.01: 5.0, 0.03: 5.0, 0.05: 5.0, math.inf: 5.0}
+    # 100 more decisions: 90 under 10 ms, 9 between 10 and 30 ms, 1 between 30 and 50 ms.
+    after = {0.01: 95.0, 0.03: 104.0, 0.05: 105.0, math.inf: 105.0}
+    assert histogram_quantile(before, after, 0.50) == 0.01
+    assert histogram_quantile(before, after, 0.99) == 0.03
+    assert histogram_quantile(before, after, 1.0) == 0.05
+    assert histogram_quantile(after, after, 0.5) is None
