@@ -112,10 +112,6 @@ class SigmoidUtility(Frozen, frozen=True, tag_field="kind", tag="sigmoid"):
         float, Meta(gt=0, description="How sharp the decay is around the midpoint.")
     ] = 1.0
 
-    @property
-    def kind(self) -> str:
-        return "sigmoid"
-
     def value_at(self, elapsed_s: float) -> float:
         """Utility of finishing `elapsed_s` after submission: value / (1 + e^(s·(t − m)/m))."""
         exponent = self.steepness * (elapsed_s - self.midpoint_s) / self.midpoint_s
@@ -128,10 +124,6 @@ class StepUtility(Frozen, frozen=True, tag_field="kind", tag="step"):
 
     value: Annotated[float, Meta(gt=0, description="Utility if finished by the deadline.")]
     deadline_s: Annotated[float, Meta(gt=0, description="Deadline, seconds after submission.")]
-
-    @property
-    def kind(self) -> str:
-        return "step"
 
     def value_at(self, elapsed_s: float) -> float:
         """Utility of finishing `elapsed_s` after submission (the deadline itself counts)."""

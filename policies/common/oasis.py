@@ -160,11 +160,13 @@ class OasisParams(BaseModel):
 # -- the state, as JSON -----------------------------------------------------------------------
 
 
-class Frozen(BaseModel):
+class _Stored(BaseModel):
+    """The state's parts: pydantic, as they are read back from JSON the cache keeps."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Segment(Frozen):
+class Segment(_Stored):
     """Consecutive slots `[first, until)` run with one layout (absolute slot numbers)."""
 
     first: int
@@ -176,7 +178,7 @@ class Segment(Frozen):
     )
 
 
-class Plan(Frozen):
+class Plan(_Stored):
     """A job's committed schedule and the numbers it was admitted on."""
 
     segments: tuple[Segment, ...] = ()
@@ -195,7 +197,7 @@ class Plan(Frozen):
         return min(starts) if starts else None
 
 
-class OasisState(Frozen):
+class OasisState(_Stored):
     version: Literal[1] = 1
     slot_s: float | None = None
     floor: tuple[float, float, float] | None = None
