@@ -173,9 +173,15 @@ def decode_error(
         problems = [Problem(path="body", message=f"malformed JSON: {error}")]
     else:
         found = decoder_problem(error)
-        problems = schema_problems(orjson.loads(body), kind)
-        if not any(p.path == found.path for p in problems):
-            problems.insert(0, found)
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError as malformed:
+            # The decoder can refuse a value before it reaches where the JSON breaks off.
+            problems = [found, Problem(path="body", message=f"malformed JSON: {malformed}")]
+        else:
+            problems = schema_problems(document, kind)
+            if not any(p.path == found.path for p in problems):
+                problems.insert(0, found)
     first = problems[0]
     return InvalidRequestError(
         f"{len(problems)} problem(s) in the request; first: {first.path}: {first.message}",

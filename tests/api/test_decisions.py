@@ -210,3 +210,16 @@ def test_oversized_chunked_body_is_413(client: TestClient) -> None:
 
     assert response.status_code == 413
     assert response.json()["error"] == "body_too_large"
+
+
+def test_a_wrong_value_in_truncated_json_is_422_naming_both(client: TestClient) -> None:
+    body = b'{"profile": "fifo", "snapshot": {"nodes": [{"id": "n0", "gpus": -1'
+
+    response = client.post(
+        "/v1/decisions", content=body, headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 422
+    problems = {p["path"]: p["message"] for p in response.json()["problems"]}
+    assert "snapshot.nodes[0].gpus" in problems
+    assert "malformed JSON" in problems["body"]
