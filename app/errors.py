@@ -116,12 +116,16 @@ def json_path(loc: Sequence[int | str], prefix: str = "") -> str:
     return out or "body"
 
 
+_UNION_TAGS = frozenset({"job_finished", "throughput", "inference"})
+
+
 def problems_from_validation(errors: Iterable[Any], prefix: str = "") -> list[Problem]:
     problems = []
     for e in errors:
         loc = [p for p in e.get("loc", ()) if p != "body"]
-        # Discriminated unions add the tag to the location; it is not a JSON key.
-        loc = [p for p in loc if not (isinstance(p, str) and p in {"sigmoid", "step"})]
+        # Discriminated unions (feedback events by `kind`) add the tag to the location;
+        # it is not a JSON key.
+        loc = [p for p in loc if not (isinstance(p, str) and p in _UNION_TAGS)]
         message = str(e.get("msg", "invalid"))
         if e.get("type") == "json_invalid":
             message = f"malformed JSON: {e.get('ctx', {}).get('error', message)}"

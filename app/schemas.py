@@ -13,7 +13,7 @@ from msgspec import Meta
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from policies.decision import Stage
-from policies.model import Frozen, Snapshot
+from policies.model import MAX_WORKERS, Frozen, Snapshot
 
 
 class DecisionRequest(Frozen, frozen=True, kw_only=True):
@@ -82,15 +82,17 @@ class _Event(BaseModel):
     event_id: str = Field(min_length=1, max_length=200, description="Idempotency key.")
     cluster_id: str = Field(default="default", min_length=1)
     decision_id: str | None = Field(default=None, description="Decision this outcome follows.")
-    occurred_at: float | None = Field(default=None, description="Caller's clock, seconds.")
+    occurred_at: float | None = Field(
+        default=None, allow_inf_nan=False, description="Caller's clock, seconds."
+    )
 
 
 class JobFinished(_Event):
     kind: Literal["job_finished"] = "job_finished"
     job_id: str = Field(min_length=1)
-    submitted_at: float | None = None
-    started_at: float | None = None
-    finished_at: float
+    submitted_at: float | None = Field(default=None, allow_inf_nan=False)
+    started_at: float | None = Field(default=None, allow_inf_nan=False)
+    finished_at: float = Field(allow_inf_nan=False)
     outcome: Literal["completed", "failed", "killed"] = "completed"
 
 
@@ -99,15 +101,17 @@ class ThroughputObserved(_Event):
     job_id: str = Field(min_length=1)
     node_id: str | None = None
     gpu_type: str | None = None
-    workers: int | None = Field(default=None, ge=1)
-    samples_per_s: float = Field(ge=0)
+    workers: int | None = Field(
+        default=None, ge=1, le=MAX_WORKERS, description="Workers the job ran with."
+    )
+    samples_per_s: float = Field(ge=0, allow_inf_nan=False)
 
 
 class InferenceOutcome(_Event):
     kind: Literal["inference"] = "inference"
     request_id: str = Field(min_length=1)
     accelerator_id: str | None = None
-    latency_ms: float = Field(ge=0)
+    latency_ms: float = Field(ge=0, allow_inf_nan=False)
     sla_met: bool
 
 

@@ -24,6 +24,11 @@ from msgspec import Meta, field
 T = TypeVar("T")
 
 
+MAX_WORKERS = 1_000_000
+"""More workers (or parameter servers) than any cluster runs: larger counts are refused
+when decoded, so no request can make a policy enumerate millions of worker counts."""
+
+
 class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of every domain model: immutable, strict about unknown keys.
 
@@ -151,9 +156,13 @@ class Job(Frozen, frozen=True):
         Meta(description="A pending job already admitted in an earlier round skips admission."),
     ] = False
     gpus_per_worker: Annotated[int, Meta(ge=1, le=64, description="GPUs each worker uses.")] = 1
-    workers: Annotated[int, Meta(ge=1, description="Requested worker count.")] = 1
-    min_workers: Annotated[int, Meta(ge=1, description="Defaults to `workers`.")] | None = None
-    max_workers: Annotated[int, Meta(ge=1, description="Defaults to `workers`.")] | None = None
+    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Requested worker count.")] = 1
+    min_workers: (
+        Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Defaults to `workers`.")] | None
+    ) = None
+    max_workers: (
+        Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Defaults to `workers`.")] | None
+    ) = None
     scaling_rule: Annotated[
         ScalingRule, Meta(description="Which worker counts between the bounds it accepts.")
     ] = ScalingRule.LINEAR

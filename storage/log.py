@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import json
 import logging
 import os
 import random
@@ -785,8 +786,21 @@ def _spill_line(record: LogRecord) -> bytes:
 
 
 def dump_json_lenient(value: object) -> bytes:
-    """One JSON line; values orjson cannot encode are written as their ``repr``."""
+    """One JSON line, whatever `value` holds; what orjson cannot encode is written by the
+    standard library's encoder (integers beyond 64 bits) or as its ``repr``.
+
+    It never raises: it is how a record that cannot be stored is set aside, and a record
+    that could not be set aside would block the log.
+    """
     try:
         return dump_json(value) + b"\n"
     except TypeError:
+        pass
+    try:
         return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    except TypeError:
+        pass  # orjson refuses some values even with a default (integers over 64 bits)
+    try:
+        return json.dumps(value, default=repr, allow_nan=False).encode() + b"\n"
+    except (TypeError, ValueError):
+        return json.dumps({"unencodable": repr(value)}).encode() + b"\n"

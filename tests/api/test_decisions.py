@@ -223,3 +223,12 @@ def test_a_wrong_value_in_truncated_json_is_422_naming_both(client: TestClient) 
     problems = {p["path"]: p["message"] for p in response.json()["problems"]}
     assert "snapshot.nodes[0].gpus" in problems
     assert "malformed JSON" in problems["body"]
+
+
+def test_a_worker_count_no_cluster_has_is_422_with_path(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][1]["max_workers"] = 10**20
+
+    problems = _problems(post(client, {"profile": "oasis", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[1].max_workers") for p in problems)

@@ -72,3 +72,32 @@ def test_empty_feedback_is_422(client: TestClient) -> None:
 
     assert response.status_code == 422
     assert response.json()["problems"][0]["path"] == "events"
+
+
+def test_a_worker_count_no_cluster_has_is_refused_at_once(client: TestClient) -> None:
+    # Once accepted (202), this event stopped every later write of the decision log.
+    poison = {
+        "event_id": "poison-1",
+        "kind": "throughput",
+        "job_id": "j1",
+        "samples_per_s": 1,
+        "workers": 100000000000000000000,
+    }
+
+    response = client.post("/v1/feedback", json={"events": [poison]})
+
+    assert response.status_code == 422
+    paths = [p["path"] for p in response.json()["problems"]]
+    assert "events[0].workers" in paths
+
+
+def test_feedback_times_must_be_finite(client: TestClient) -> None:
+    body = b'{"events": [{"event_id": "e-inf", "kind": "job_finished", "job_id": "j1", '
+    body += b'"finished_at": 1e400}]}'
+
+    response = client.post(
+        "/v1/feedback", content=body, headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 422
+    assert [p["path"] for p in response.json()["problems"]] == ["events[0].finished_at"]

@@ -361,3 +361,30 @@ def test_a_record_that_cannot_be_encoded_is_set_aside_in_memory_and_on_disk(
     assert "d-bad-on-disk" in rejected[1]["raw_line"]
     assert log.stats()["rejected"] == 2
     log.stop()
+
+
+def test_a_record_with_an_integer_no_encoder_takes_is_set_aside_and_writing_goes_on(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    # orjson refuses integers beyond 64 bits, even with a `default`: such a record once
+    # made the writer fail on every retry, and nothing after it reached the table.
+    spill_dir = tmp_path / "spill"
+    log = fast_log(make_sessionmaker(sqlite_engine), spill_dir)
+    log.start()
+    poison = make_feedback(
+        "poison-1", kind="throughput", payload={"job_id": "j1", "workers": 10**20}
+    )
+    log.submit_feedback(poison)
+    later = [make_decision() for _ in range(3)]
+    for record in later:
+        log.submit_decision(record)
+
+    assert log.flush(timeout_s=10)
+
+    assert sorted(stored_decision_ids(sqlite_engine)) == sorted(d.decision_id for d in later)
+    (rejected_file,) = spill_dir.glob("rejected-*.jsonl")
+    (rejected,) = [orjson.loads(line) for line in rejected_file.read_bytes().splitlines()]
+    assert rejected["record"]["event_id"] == "poison-1"
+    assert b'"workers": 100000000000000000000' in rejected_file.read_bytes()  # kept exact
+    assert log.stats()["rejected"] == 1
+    log.stop()
