@@ -1,8 +1,9 @@
-"""Refuse request bodies over the configured limit with 413, before they are buffered.
+"""Refuse what no route can read before it is buffered: bodies over the configured limit
+(413) and bodies declared as something other than JSON (415).
 
-A plain ASGI middleware (not BaseHTTPMiddleware, which costs a task per request
-on the hot path). It checks Content-Length up front and also counts chunked
-bodies as they arrive.
+Plain ASGI middlewares (not BaseHTTPMiddleware, which costs a task per request on the
+hot path). The size check reads Content-Length up front and also counts chunked bodies
+as they arrive.
 """
 
 from __future__ import annotations
@@ -55,24 +56,50 @@ class BodyLimitMiddleware:
                 await self._refuse(send, received)
 
     async def _refuse(self, send: Send, size: int) -> None:
-        body = orjson.dumps(
-            {
-                "error": "body_too_large",
-                "detail": f"request body of {size} bytes exceeds the limit of {self.max_bytes}",
-                "problems": [],
-            }
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = f"request body of {size} bytes exceeds the limit of {self.max_bytes}"
+        await _send_error(send, 413, "body_too_large", detail)
+
+
+class JsonOnlyMiddleware:
+    """415 for a request whose body is declared as anything but JSON.
+
+    Every body the API reads is JSON; a form, text or XML body used to be parsed as
+    JSON anyway. A body without a content type is still read as JSON, as simple
+    clients send it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") in {"POST", "PUT", "PATCH"}:
+            for name, value in scope.get("headers", ()):
+                if name == b"content-type" and not _is_json(value):
+                    shown = value.decode("latin-1")[:100]
+                    detail = f"request bodies are JSON (application/json), not {shown!r}"
+                    await _send_error(send, 415, "unsupported_media_type", detail)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+async def _send_error(send: Send, status: int, code: str, detail: str) -> None:
+    body = orjson.dumps({"error": code, "detail": detail, "problems": []})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class _BodyTooLarge(Exception):

@@ -23,7 +23,7 @@ from pydantic.json_schema import models_json_schema
 
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
-from app.limits import BodyLimitMiddleware
+from app.limits import BodyLimitMiddleware, JsonOnlyMiddleware
 from app.metrics import Metrics
 from app.routers import admin, catalog, decisions, feedback, health, reclaim
 from app.schemas import (
@@ -181,6 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
     )
+    app.add_middleware(JsonOnlyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     for router in (

@@ -79,9 +79,11 @@ class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    event_id: str = Field(min_length=1, max_length=200, description="Idempotency key.")
-    cluster_id: str = Field(default="default", min_length=1)
-    decision_id: str | None = Field(default=None, description="Decision this outcome follows.")
+    event_id: str = Field(min_length=1, max_length=128, description="Idempotency key.")
+    cluster_id: str = Field(default="default", min_length=1, max_length=255)
+    decision_id: str | None = Field(
+        default=None, max_length=128, description="Decision this outcome follows."
+    )
     occurred_at: float | None = Field(
         default=None, allow_inf_nan=False, description="Caller's clock, seconds."
     )
@@ -89,7 +91,7 @@ class _Event(BaseModel):
 
 class JobFinished(_Event):
     kind: Literal["job_finished"] = "job_finished"
-    job_id: str = Field(min_length=1)
+    job_id: str = Field(min_length=1, max_length=255)
     submitted_at: float | None = Field(default=None, allow_inf_nan=False)
     started_at: float | None = Field(default=None, allow_inf_nan=False)
     finished_at: float = Field(allow_inf_nan=False)
@@ -98,7 +100,7 @@ class JobFinished(_Event):
 
 class ThroughputObserved(_Event):
     kind: Literal["throughput"] = "throughput"
-    job_id: str = Field(min_length=1)
+    job_id: str = Field(min_length=1, max_length=255)
     node_id: str | None = None
     gpu_type: str | None = None
     workers: int | None = Field(

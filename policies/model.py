@@ -139,7 +139,7 @@ Utility = SigmoidUtility | StepUtility
 
 
 class Job(Frozen, frozen=True):
-    id: Annotated[str, Meta(min_length=1, description="Unique job id.")]
+    id: Annotated[str, Meta(min_length=1, max_length=255, description="Unique job id.")]
     tenant: Annotated[str, Meta(description="Tenant (team, queue) the job belongs to.")] = "default"
     submit_time: Annotated[float, Meta(description="Seconds on the caller's clock.")] = 0.0
     state: Annotated[
@@ -399,7 +399,8 @@ class Snapshot(Frozen, frozen=True, dict=True, gc=True):
     """The cluster at one instant (DESIGN §3); `dict=True` keeps its cached lookups."""
 
     cluster_id: Annotated[
-        str, Meta(min_length=1, description="The cluster this snapshot describes.")
+        str,
+        Meta(min_length=1, max_length=255, description="The cluster this snapshot describes."),
     ] = "default"
     now: Annotated[float, Meta(description="Seconds on the caller's clock.")] = 0.0
     nodes: Annotated[tuple[Node, ...], Meta(description="Every node, in the caller's order.")] = ()

@@ -19,7 +19,7 @@ from policies.decision import Decision, Stage
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
 
-_ERRORS = error_responses(404, 413, 422, 500)
+_ERRORS = error_responses(404, 413, 415, 422, 500)
 
 
 def _body_schema(model: str, example_profile: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1", tags=["feedback"])
     summary="Report outcomes (job finished, throughput, inference latency); idempotent by event id",
     status_code=202,
     response_model=FeedbackAccepted,
-    responses=error_responses(413, 422),
+    responses=error_responses(413, 415, 422),
     openapi_extra={
         "requestBody": {
             "required": True,

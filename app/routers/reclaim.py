@@ -74,7 +74,7 @@ _EXAMPLE_SNAPSHOT: dict[str, Any] = {
                 "application/json": {"schema": {"$ref": "#/components/schemas/ReclaimDecision"}}
             },
         },
-        **error_responses(404, 413, 422, 500),
+        **error_responses(404, 413, 415, 422, 500),
     },
     response_class=Response,
 )

@@ -42,6 +42,7 @@ from app.errors import (
     InvalidSnapshotError,
     NotFoundError,
     PolicyFailedError,
+    check_no_nul,
     decode_error,
     validation_error,
 )
@@ -80,17 +81,21 @@ class LogSink(Protocol):
 def parse_body(body: bytes, model: type[M]) -> M:
     """Validate a raw JSON body straight into a pydantic `model` (no intermediate dict)."""
     try:
-        return model.model_validate_json(body)
+        validated = model.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(error) from error
+    check_no_nul(body)
+    return validated
 
 
 def decode_body(body: bytes, kind: type[S]) -> S:
     """Decode a raw JSON body straight into a core Struct, validated by the decoder."""
     try:
-        return decode(body, kind)
+        decoded = decode(body, kind)
     except msgspec.MsgspecError as error:
         raise decode_error(error, body, kind) from error
+    check_no_nul(body)
+    return decoded
 
 
 def check_snapshot(snapshot: Snapshot) -> None:

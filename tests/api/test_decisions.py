@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -232,3 +233,54 @@ def test_a_worker_count_no_cluster_has_is_422_with_path(client: TestClient) -> N
     problems = _problems(post(client, {"profile": "oasis", "snapshot": snapshot}))
 
     assert any(p.startswith("snapshot.jobs[1].max_workers") for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/v1/decisions", "text/plain"),
+        ("/v1/decisions", "application/x-www-form-urlencoded"),
+        ("/v1/feedback", "application/xml"),
+        ("/v1/reclaim", "text/plain; charset=utf-8"),
+    ],
+)
+def test_a_body_declared_as_not_json_is_415(
+    client: TestClient, path: str, content_type: str
+) -> None:
+    body = orjson.dumps({"profile": "fifo", "snapshot": small_snapshot()})
+
+    response = client.post(path, content=body, headers={"content-type": content_type})
+
+    assert response.status_code == 415
+    assert response.json()["error"] == "unsupported_media_type"
+
+
+def test_json_with_a_charset_or_a_json_suffix_is_read(client: TestClient) -> None:
+    body = orjson.dumps({"profile": "fifo", "snapshot": small_snapshot()})
+    for content_type in ("application/json; charset=utf-8", "application/vnd.arbiter+json"):
+        response = client.post(
+            "/v1/decisions", content=body, headers={"content-type": content_type}
+        )
+        assert response.status_code == 200, content_type
+
+
+def test_a_nul_character_anywhere_is_422_naming_each_place(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][1]["id"] = "big\x00"
+    snapshot["jobs"][2]["model"] = "res\x00net"
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.jobs[1].id:") for p in problems)
+    assert any(p.startswith("snapshot.jobs[2].model:") for p in problems)
+
+
+def test_ids_longer_than_the_log_stores_are_422(client: TestClient) -> None:
+    snapshot = small_snapshot()
+    snapshot["cluster_id"] = "c" * 256
+    snapshot["jobs"][0]["id"] = "j" * 256
+
+    problems = _problems(post(client, {"profile": "fifo", "snapshot": snapshot}))
+
+    assert any(p.startswith("snapshot.cluster_id") for p in problems)
+    assert any(p.startswith("snapshot.jobs[0].id") for p in problems)

@@ -101,3 +101,18 @@ def test_feedback_times_must_be_finite(client: TestClient) -> None:
 
     assert response.status_code == 422
     assert [p["path"] for p in response.json()["problems"]] == ["events[0].finished_at"]
+
+
+def test_feedback_ids_the_log_cannot_store_are_refused_at_once(client: TestClient) -> None:
+    events = [
+        {"event_id": "e" * 129, "kind": "job_finished", "job_id": "j1", "finished_at": 1.0},
+        {"event_id": "e-nul\x00", "kind": "job_finished", "job_id": "j1", "finished_at": 1.0},
+    ]
+
+    first = client.post("/v1/feedback", json={"events": events[:1]})
+    second = client.post("/v1/feedback", json={"events": events[1:]})
+
+    assert first.status_code == 422
+    assert [p["path"] for p in first.json()["problems"]] == ["events[0].event_id"]
+    assert second.status_code == 422
+    assert [p["path"] for p in second.json()["problems"]] == ["events[0].event_id"]
