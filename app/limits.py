@@ -1,5 +1,5 @@
 """Refuse what no route can read before it is buffered: bodies over the configured limit
-(413) and bodies declared as something other than JSON (415).
+(413), bodies declared as something other than JSON (415) and URLs holding a NUL (422).
 
 Plain ASGI middlewares (not BaseHTTPMiddleware, which costs a task per request on the
 hot path). The size check reads Content-Length up front and also counts chunked bodies
@@ -60,25 +60,32 @@ class BodyLimitMiddleware:
         await _send_error(send, 413, "body_too_large", detail)
 
 
-class JsonOnlyMiddleware:
-    """415 for a request whose body is declared as anything but JSON.
+class RequestGuardMiddleware:
+    """422 for a URL with a NUL character; 415 for a body declared as anything but JSON.
 
     Every body the API reads is JSON; a form, text or XML body used to be parsed as
     JSON anyway. A body without a content type is still read as JSON, as simple
-    clients send it.
+    clients send it. A NUL character (`%00`) in a path or query parameter reached the
+    database and came back as an outage; no id or name may hold one.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("method") in {"POST", "PUT", "PATCH"}:
-            for name, value in scope.get("headers", ()):
-                if name == b"content-type" and not _is_json(value):
-                    shown = value.decode("latin-1")[:100]
-                    detail = f"request bodies are JSON (application/json), not {shown!r}"
-                    await _send_error(send, 415, "unsupported_media_type", detail)
-                    return
+        if scope["type"] == "http":
+            url = bytes(scope.get("raw_path") or b"") + b"?" + scope.get("query_string", b"")
+            if b"%00" in url or b"\x00" in url:
+                detail = "the URL holds a NUL character (%00), which no id or name may contain"
+                await _send_error(send, 422, "invalid_request", detail, path="url")
+                return
+            if scope.get("method") in {"POST", "PUT", "PATCH"}:
+                for name, value in scope.get("headers", ()):
+                    if name == b"content-type" and not _is_json(value):
+                        shown = value.decode("latin-1")[:100]
+                        detail = f"request bodies are JSON (application/json), not {shown!r}"
+                        await _send_error(send, 415, "unsupported_media_type", detail)
+                        return
         await self.app(scope, receive, send)
 
 
@@ -87,8 +94,11 @@ def _is_json(content_type: bytes) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
 
-async def _send_error(send: Send, status: int, code: str, detail: str) -> None:
-    body = orjson.dumps({"error": code, "detail": detail, "problems": []})
+async def _send_error(
+    send: Send, status: int, code: str, detail: str, path: str | None = None
+) -> None:
+    problems = [] if path is None else [{"path": path, "message": detail}]
+    body = orjson.dumps({"error": code, "detail": detail, "problems": problems})
     await send(
         {
             "type": "http.response.start",

@@ -23,7 +23,7 @@ from pydantic.json_schema import models_json_schema
 
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
-from app.limits import BodyLimitMiddleware, JsonOnlyMiddleware
+from app.limits import BodyLimitMiddleware, RequestGuardMiddleware
 from app.metrics import Metrics
 from app.routers import admin, catalog, decisions, feedback, health, reclaim
 from app.schemas import (
@@ -181,7 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
     )
-    app.add_middleware(JsonOnlyMiddleware)
+    app.add_middleware(RequestGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     for router in (
@@ -216,6 +216,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
         for name, schema in {**core_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
+        # Admin endpoints take `Authorization: Bearer <ARBITER_ADMIN_TOKEN>`.
+        spec["components"]["securitySchemes"] = {
+            "adminToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "The service's ARBITER_ADMIN_TOKEN; admin is disabled without one.",
+            }
+        }
+        for path, operations in spec.get("paths", {}).items():
+            if path.startswith("/admin/"):
+                for operation in operations.values():
+                    operation["security"] = [{"adminToken": []}]
         app.openapi_schema = spec
         return spec
 

@@ -10,10 +10,13 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from msgspec import Meta
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from policies.decision import Stage
 from policies.model import MAX_WORKERS, Frozen, Snapshot
+
+MAX_SEED = 2**31 - 1
+"""Seeds are 31-bit, as the simulator derives them: a larger one is a caller's error."""
 
 
 class DecisionRequest(Frozen, frozen=True, kw_only=True):
@@ -35,7 +38,7 @@ class DecisionRequest(Frozen, frozen=True, kw_only=True):
         ]
         | None
     ) = None
-    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
+    seed: Annotated[int, Meta(ge=0, le=MAX_SEED, description="Seed of randomised policies.")] = 0
 
     @property
     def engine_stages(self) -> list[Stage] | None:
@@ -47,7 +50,7 @@ class StageDecisionRequest(Frozen, frozen=True, kw_only=True):
 
     profile: Annotated[str, Meta(description="Profile name.", examples=["fifo"])]
     snapshot: Snapshot
-    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
+    seed: Annotated[int, Meta(ge=0, le=MAX_SEED, description="Seed of randomised policies.")] = 0
 
 
 class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
@@ -73,7 +76,7 @@ class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
         ]
         | None
     ) = None
-    seed: Annotated[int, Meta(ge=0, description="Seed of randomised policies.")] = 0
+    seed: Annotated[int, Meta(ge=0, le=MAX_SEED, description="Seed of randomised policies.")] = 0
 
 
 class _Event(BaseModel):
@@ -180,13 +183,24 @@ class ModelVersionOut(BaseModel):
     )
 
 
-class ActivateRequest(BaseModel):
+class _AdminBody(BaseModel):
+    """Admin request bodies: no string may hold a NUL character, which no column stores."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("contains a NUL character")
+        return value
+
+
+class ActivateRequest(_AdminBody):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: str = Field(min_length=1, examples=["20261121-1"])
 
 
-class RetrainWindow(BaseModel):
+class RetrainWindow(_AdminBody):
     """Which logged decisions to imitate, by the time they were logged (UTC when naive)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -195,7 +209,7 @@ class RetrainWindow(BaseModel):
     until: datetime | None = Field(default=None, description="Exclusive; default: now.")
 
 
-class RetrainBudget(BaseModel):
+class RetrainBudget(_AdminBody):
     """How much work the retraining does; the defaults are the shipped model's run."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -216,7 +230,7 @@ class RetrainBudget(BaseModel):
     )
 
 
-class RetrainRequest(BaseModel):
+class RetrainRequest(_AdminBody):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     policy: str = Field(min_length=1, description="Learned policy to retrain.", examples=["dl2"])
@@ -230,7 +244,9 @@ class RetrainRequest(BaseModel):
         description="Activate the new version if it beats the active one on held-out episodes, "
         "always, or never (store it only).",
     )
-    seed: int = Field(default=0, ge=0, description="Seeds imitation, RL and initial weights.")
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="Seeds imitation, RL and initial weights."
+    )
     start: Literal["incumbent", "scratch"] = Field(
         default="incumbent",
         description="Start from the active version's weights, or from fresh ones.",

@@ -74,3 +74,40 @@ def test_activate_without_version_is_422(client: TestClient) -> None:
 
     assert response.status_code == 422
     assert response.json()["problems"][0]["path"] == "version"
+
+
+def test_a_nul_in_a_query_parameter_is_422_not_a_server_error(client: TestClient) -> None:
+    response = client.get("/admin/models?policy=%00", headers=_auth())
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "url"
+
+
+def test_a_seed_beyond_31_bits_is_422_naming_it(client: TestClient) -> None:
+    response = client.post("/admin/retrain", json={"policy": "dl2", "seed": 2**64}, headers=_auth())
+
+    assert response.status_code == 422
+    assert [p["path"] for p in response.json()["problems"]] == ["seed"]
+
+
+def test_a_nul_in_an_admin_body_is_422_naming_it(client: TestClient) -> None:
+    response = client.post(
+        "/admin/retrain", json={"policy": "dl2", "profile": "fi\x00fo"}, headers=_auth()
+    )
+
+    assert response.status_code == 422
+    assert [p["path"] for p in response.json()["problems"]] == ["profile"]
+
+
+def test_the_spec_declares_the_admin_bearer_scheme_on_every_admin_operation(
+    client: TestClient,
+) -> None:
+    spec = client.get("/openapi.json").json()
+
+    assert spec["components"]["securitySchemes"]["adminToken"]["scheme"] == "bearer"
+    admin = [ops for path, ops in spec["paths"].items() if path.startswith("/admin/")]
+    assert admin
+    for operations in admin:
+        for operation in operations.values():
+            assert operation["security"] == [{"adminToken": []}]
+    assert "security" not in spec["paths"]["/v1/decisions"]["post"]
