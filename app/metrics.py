@@ -66,6 +66,7 @@ class Metrics:
             ("written", "Log records written to the database (total)."),
             ("rejected", "Log records the database refused, set aside in files (total)."),
             ("failures", "Failed attempts to write the log (total)."),
+            ("stalled_s", "Seconds with records waiting and none written or set aside."),
         ):
             gauge = Gauge(f"arbiter_log_{key}", help_text, registry=self.registry)
             gauge.set_function(_reader(stats, key))

@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     log_buffer: int = Field(default=10_000, ge=1, description="Log records held in memory.")
     log_batch_size: int = Field(default=500, ge=1)
     log_flush_interval_s: float = Field(default=0.5, gt=0)
+    log_stall_limit_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "Readiness degrades when log records have waited this long with none written "
+            "or set aside (a writer that cannot make progress)."
+        ),
+    )
     migrate_on_start: bool = Field(
         default=True, description="Apply database migrations when the service starts."
     )

@@ -101,6 +101,7 @@ class DecisionLogStats(TypedDict):
     spill_pending: int  # gauge: own spilled records not yet replayed
     spill_files: int  # gauge: spill files (own and adopted) waiting to be replayed
     db_available: bool  # gauge: whether the last write attempt succeeded
+    stalled_s: float  # gauge: seconds without a record written or set aside while some wait
 
 
 @dataclass(eq=False)
@@ -201,6 +202,7 @@ class DecisionLog:
         self._spilled = 0
         self._replayed = 0
         self._rejected = 0
+        self._progress_at = time.monotonic()  # last record written or set aside
         self._failures = 0
         self._outages = 0
         self._db_available = True
@@ -339,7 +341,19 @@ class DecisionLog:
                 "spill_pending": sum(s.records - s.replayed for s in self._segments),
                 "spill_files": len(self._segments) + len(self._orphans),
                 "db_available": self._db_available,
+                "stalled_s": self._stalled_s(),
             }
+
+    def _stalled_s(self) -> float:
+        """How long records have waited with none written or set aside (0: none waits).
+
+        Called with `_lock` held."""
+        waiting = len(self._head) + len(self._tail) + len(self._inflight) + self._spilling
+        waiting += sum(s.records - s.replayed for s in self._segments) + len(self._orphans)
+        if waiting == 0:
+            self._progress_at = time.monotonic()
+            return 0.0
+        return max(0.0, time.monotonic() - self._progress_at)
 
     # -- accepting ----------------------------------------------------------------------
 
@@ -715,6 +729,7 @@ class DecisionLog:
 
     def _note_success(self) -> None:
         with self._lock:
+            self._progress_at = time.monotonic()
             if not self._db_available:
                 logger.warning(
                     "decision log: database available again after %.1f s; replaying",
@@ -772,6 +787,7 @@ class DecisionLog:
             logger.critical("decision log: cannot write %s; rejected record: %r", path, line)
         with self._lock:
             self._rejected += 1
+            self._progress_at = time.monotonic()
 
 
 def _spill_line(record: LogRecord) -> bytes:

@@ -19,7 +19,10 @@ class HealthService:
         log_stats: Callable[[], Mapping[str, object]],
         profiles: int,
         models: ActiveModels | None = None,
+        *,
+        log_stall_limit_s: float = 60.0,
     ) -> None:
+        self.log_stall_limit_s = log_stall_limit_s
         self.engine = engine
         self.cache = cache
         self.log_stats = log_stats
@@ -52,6 +55,15 @@ class HealthService:
                 detail=(
                     f"unreachable ({type(error).__name__}); decisions go on, the log buffers "
                     f"({buffered} in memory, {spilled} spilled)"
+                ),
+            )
+        stalled = stats.get("stalled_s", 0.0)
+        if isinstance(stalled, int | float) and stalled > self.log_stall_limit_s:
+            return ComponentStatus(
+                ok=False,
+                detail=(
+                    f"reachable, but the decision log has written nothing for {stalled:.0f} s "
+                    f"({buffered} records in memory, {spilled} spilled); decisions go on"
                 ),
             )
         return ComponentStatus(

@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.services.health import HealthService
+from storage.cache import InProcessCache
 from storage.db import create_engine_for, make_sessionmaker, upgrade_database
 from storage.log import DecisionLog
 from storage.models import Decision, FeedbackEvent
@@ -388,3 +390,22 @@ def test_a_record_with_an_integer_no_encoder_takes_is_set_aside_and_writing_goes
     assert b'"workers": 100000000000000000000' in rejected_file.read_bytes()  # kept exact
     assert log.stats()["rejected"] == 1
     log.stop()
+
+
+def test_a_log_that_cannot_write_says_how_long_it_has_stalled_and_readiness_degrades(
+    unreachable_sessions: sessionmaker[Session], sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    log = fast_log(unreachable_sessions, tmp_path / "spill")
+    log.start()
+    assert log.stats()["stalled_s"] == 0.0  # nothing waits: not stalled, however long idle
+    log.submit_decision(make_decision())
+    wait_until(lambda: log.stats()["stalled_s"] > 0.3, 5, "the stall to show")
+    # The database the health check probes answers, but this log cannot write to its own:
+    # readiness must not say "ready" while nothing reaches the table.
+    health = HealthService(sqlite_engine, InProcessCache(), log.stats, 1, log_stall_limit_s=0.2)
+
+    readiness = health.readiness()
+
+    assert readiness.status == "degraded"
+    assert "written nothing" in readiness.components["database"].detail
+    log.stop(timeout_s=1)
