@@ -49,6 +49,7 @@ class FreeCapacity:
         self._rack_of = layout.rack_of
         self._rack_buckets = {r: [b.copy() for b in bs] for r, bs in layout.rack_buckets.items()}
         self._min_gpu_memory_gb = layout.min_gpu_memory_gb
+        self._layout = layout
         self.total_free = layout.total_free
         # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
         self._room: dict[tuple[int, float, float, float], int] = {}
@@ -83,6 +84,31 @@ class FreeCapacity:
     @property
     def max_gpus_per_node(self) -> int:
         return self._max_gpus
+
+    def never_fits(self, job: Job) -> str | None:
+        """Why `job` could not run at its smallest size even on an empty cluster, or None.
+
+        Judged against the nodes training may use, whole (not what is free now): a
+        worker larger than every node, or more GPUs than training has in all.
+        """
+        layout = self._layout
+        if job.gpus_per_worker > layout.max_gpus:
+            return (
+                f"can never fit: a worker needs {job.gpus_per_worker} GPUs and the largest "
+                f"node training can use has {layout.max_gpus}"
+            )
+        if job.gpu_memory_gb > layout.max_gpu_memory_gb:
+            return (
+                f"can never fit: a worker needs {job.gpu_memory_gb:g} GB per GPU and no node "
+                f"training can use has more than {layout.max_gpu_memory_gb:g}"
+            )
+        smallest = job.lo * job.gpus_per_worker
+        if smallest > layout.total_gpus:
+            return (
+                f"can never fit: needs at least {smallest} GPUs and training can use "
+                f"{layout.total_gpus} in all"
+            )
+        return None
 
     def fits_by_gpus_alone(self, job: Job) -> bool:
         """Whether the workers of `job` a node takes depend on its free GPUs alone.
@@ -309,6 +335,7 @@ class _Layout:
         "buckets",
         "cpus",
         "free",
+        "max_gpu_memory_gb",
         "max_gpus",
         "mem",
         "min_gpu_memory_gb",
@@ -317,6 +344,7 @@ class _Layout:
         "rack_buckets",
         "rack_of",
         "total_free",
+        "total_gpus",
     )
 
     # The training layouts of the last few node lists seen, keyed by the identities of
@@ -353,7 +381,9 @@ class _Layout:
                 self.rack_buckets[rack] = [{} for _ in range(self.max_gpus + 1)]
             self.rack_buckets[rack][len(free)][node_id] = None
         self.total_free = sum(len(f) for f in self.free.values())
+        self.total_gpus = self.total_free
         self.min_gpu_memory_gb = min((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)
+        self.max_gpu_memory_gb = max((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)
 
     @classmethod
     def for_training(cls, nodes: tuple[Node, ...]) -> _Layout:

@@ -597,19 +597,24 @@ class _Allocation:
 
     def _start(self, job: Job, blocked_by: str | None) -> str | None:
         """Try to start a job that holds no GPUs; return who blocks later jobs."""
+        # A job no node of this cluster could ever hold says so, whatever else keeps it
+        # waiting; it still blocks a strict order (the cluster may grow).
+        never = self.free.never_fits(job)
         target = self.target.get(job.id)
         workers = target.workers if target is not None else job.workers
         if workers == 0:
             reason = (
                 target.reason if target is not None and target.reason else "no workers assigned"
             )
-            self.pending[job.id] = f"scaling: {reason}"
+            self.pending[job.id] = never or f"scaling: {reason}"
             return blocked_by
         if blocked_by is not None:
-            self.pending[job.id] = f"waiting behind job {blocked_by!r} (strict order, no backfill)"
+            self.pending[job.id] = (
+                never or f"waiting behind job {blocked_by!r} (strict order, no backfill)"
+            )
             return blocked_by
         if self.selected is not None and job.id not in self.selected:
-            self.pending[job.id] = (
+            self.pending[job.id] = never or (
                 "outside the run set: more urgent jobs fill the cluster's GPUs "
                 f"({self.rnd.pipeline.ordering.name} order)"
             )
@@ -617,7 +622,7 @@ class _Allocation:
         need = workers * job.gpus_per_worker
         quota = self._quota_left(job.tenant)
         if quota is not None and need > quota:
-            self.pending[job.id] = (
+            self.pending[job.id] = never or (
                 f"tenant {job.tenant!r} quota: needs {need} GPUs, {max(quota, 0)} left of its quota"
             )
             return blocked_by
@@ -639,7 +644,7 @@ class _Allocation:
                 self._hold(job, outcome.assignments)
                 return blocked_by
             reason = outcome.reason or "placement found no fit"
-        self.pending[job.id] = reason
+        self.pending[job.id] = never or reason
         return None if self.ordering.backfill else job.id
 
     def _place(self, job: Job, workers: int) -> PlacementOutcome:

@@ -282,3 +282,21 @@ def test_decision_names_each_stages_policy_and_version() -> None:
         "scaling": ("optimus", "1"),
         "placement": ("consolidated", "1"),
     }
+
+
+@pytest.mark.parametrize("profile", ["fifo", "tiresias"])
+def test_a_job_no_node_could_ever_hold_is_told_so(profile: str) -> None:
+    snapshot = snap(
+        [node("n0"), node("n1")],
+        [
+            job("giant-worker", gpus_per_worker=64, submit_time=1),
+            job("too-many", workers=17, submit_time=2),
+            job("fits", workers=2, submit_time=3),
+        ],
+    )
+
+    said = reasons(decide(snapshot, profile))
+
+    assert said["giant-worker"].startswith("can never fit: a worker needs 64 GPUs")
+    assert said["too-many"].startswith("can never fit: needs at least 17 GPUs")
+    assert not said["fits"].startswith("can never fit")
