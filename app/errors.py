@@ -71,6 +71,16 @@ class BodyTooLargeError(ApiError):
     code = "body_too_large"
 
 
+class ConflictError(ApiError):
+    status = 409
+    code = "conflict"
+
+
+class TooManyRequestsError(ApiError):
+    status = 429
+    code = "too_many_requests"
+
+
 class UnauthorizedError(ApiError):
     status = 401
     code = "unauthorized"
@@ -307,6 +317,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "Unknown profile, policy or resource.",
         413: "Request body over the configured limit.",
         415: "The body is declared as something other than JSON.",
+        409: "A retraining of this policy and profile is already queued or running.",
+        429: "Too many retrainings are queued; retry once some have finished.",
         422: "The body does not validate; each problem names its JSON path.",
         500: "A policy failed and the profile has no fallback for it.",
         503: "Nothing can answer right now.",

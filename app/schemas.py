@@ -255,6 +255,13 @@ class RetrainRequest(_AdminBody):
     steps: int | None = Field(
         default=None, ge=0, le=10_000, description="Short for `budget.updates` (small: smoke run)."
     )
+    concurrent: bool = Field(
+        default=False,
+        description=(
+            "Queue it even when a retraining of the same policy and profile is queued or "
+            "running (by default that is refused with 409, naming the active job)."
+        ),
+    )
 
 
 class RetrainProgressOut(BaseModel):

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     log_buffer: int = Field(default=10_000, ge=1, description="Log records held in memory.")
     log_batch_size: int = Field(default=500, ge=1)
     log_flush_interval_s: float = Field(default=0.5, gt=0)
+    retrain_max_active: int = Field(
+        default=16,
+        ge=1,
+        description="Retrain jobs queued or running at once; more are refused with 429.",
+    )
     log_stall_limit_s: float = Field(
         default=60.0,
         gt=0,

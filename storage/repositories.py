@@ -330,6 +330,15 @@ class RetrainJobRepository:
         query = query.order_by(RetrainJob.created_at.desc(), RetrainJob.id).limit(limit)
         return self._session.scalars(query).all()
 
+    def active(self, policy: str | None = None) -> Sequence[RetrainJob]:
+        """Jobs queued or running (of `policy`, if given), oldest first."""
+        query = select(RetrainJob).where(
+            RetrainJob.status.in_((RetrainStatus.QUEUED.value, RetrainStatus.RUNNING.value))
+        )
+        if policy is not None:
+            query = query.where(RetrainJob.policy == policy)
+        return self._session.scalars(query.order_by(RetrainJob.created_at, RetrainJob.id)).all()
+
     def update_status(
         self,
         job_id: str,

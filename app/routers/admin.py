@@ -40,7 +40,7 @@ def activate_model_version(
     name="start_retrain",
     status_code=202,
     response_model=RetrainJobOut,
-    responses=error_responses(401, 403, 415, 422, 503),
+    responses=error_responses(401, 403, 409, 415, 422, 429, 503),
 )
 def start_retrain(
     body: RetrainRequest, _: AdminDep, services: ServicesDep, response: Response

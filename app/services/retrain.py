@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.errors import InvalidRequestError, NotFoundError, UnavailableError
+from app.errors import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    TooManyRequestsError,
+    UnavailableError,
+)
 from app.schemas import RetrainJobOut, RetrainProgressOut, RetrainRequest
 from app.services.models import ModelService
 from policies.model import Problem
@@ -124,9 +130,12 @@ def normalized(request: RetrainRequest) -> RetrainRequest:
 class RetrainService:
     """The admin API's side: validate, record, enqueue, report."""
 
-    def __init__(self, sessions: sessionmaker[Session], queue: RetrainQueue | None) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], queue: RetrainQueue | None, max_active: int = 16
+    ) -> None:
         self.sessions = sessions
         self.queue = queue
+        self.max_active = max_active
 
     def create(self, request: RetrainRequest) -> RetrainJobOut:
         """Validate `request` and record it as a queued job (not yet enqueued).
@@ -155,14 +164,42 @@ class RetrainService:
                         f"{window.since or 'the beginning'} and {window.until or 'now'}",
                         [Problem(path="window", message="no logged decision in the window")],
                     )
-                job = RetrainJobRepository(session).create(
-                    request.policy, request.model_dump(mode="json", exclude={"since", "steps"})
+                jobs = RetrainJobRepository(session)
+                self._check_room(jobs, request)
+                job = jobs.create(
+                    request.policy,
+                    request.model_dump(mode="json", exclude={"since", "steps", "concurrent"}),
                 )
                 return job_out(job)
         except SQLAlchemyError as error:
             raise UnavailableError(
                 f"the database is unavailable ({type(error).__name__}); retry later"
             ) from error
+
+    def _check_room(self, jobs: RetrainJobRepository, request: RetrainRequest) -> None:
+        """409 for a second retraining of one (policy, profile) unless asked for; 429 when
+        the queue is full. Checked in the creating transaction; replicas creating at the
+        same instant may both pass (the queue bound is a guard, not a lock)."""
+        active = jobs.active()
+        if not request.concurrent:
+            same = [
+                job
+                for job in active
+                if job.policy == request.policy and job.params.get("profile") == request.profile
+            ]
+            if same:
+                what = f"profile {request.profile!r}" if request.profile else "any profile"
+                raise ConflictError(
+                    f"retrain job {same[0].id} of {request.policy!r} ({what}) is already "
+                    f"{same[0].status}; poll GET /admin/retrain/{same[0].id}, or send "
+                    "`concurrent: true` to queue another",
+                    [Problem(path="concurrent", message="another job is active")],
+                )
+        if len(active) >= self.max_active:
+            raise TooManyRequestsError(
+                f"{len(active)} retrain jobs are queued or running (at most "
+                f"{self.max_active}); retry once some have finished"
+            )
 
     def start(self, request: RetrainRequest) -> RetrainJobOut:
         """Record the job and enqueue it; the job runs elsewhere."""
