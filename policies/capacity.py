@@ -72,6 +72,10 @@ class FreeCapacity:
     def free_gpus(self, node_id: str) -> tuple[int, ...]:
         return tuple(self._free.get(node_id, ()))
 
+    def lowest_free_gpus(self, node_id: str, count: int) -> tuple[int, ...]:
+        """The `count` lowest free GPU indices of a node (fewer if it has fewer)."""
+        return tuple(self._free.get(node_id, ())[:count])
+
     def free_count(self, node_id: str) -> int:
         return len(self._free.get(node_id, ()))
 
@@ -408,7 +412,7 @@ def assignments_for(
     for node_id, workers in workers_by_node:
         if workers <= 0:
             continue
-        gpus = capacity.free_gpus(node_id)[: workers * job.gpus_per_worker]
+        gpus = capacity.lowest_free_gpus(node_id, workers * job.gpus_per_worker)
         out.append(Assignment(node_id=node_id, gpu_indices=gpus))
     return tuple(out)
 

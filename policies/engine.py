@@ -281,7 +281,15 @@ class _Round:
         decision may fall back: a second fault fails the decision.
         """
         try:
-            return _guarded(slot.stage, call, slot.policy)
+            # `_guarded`, inlined: placement runs this for every job it starts.
+            try:
+                return call(slot.policy)
+            except PolicyFault:
+                raise
+            except Exception as exc:
+                raise PolicyFault(
+                    slot.stage, _name(slot.policy), f"raised {type(exc).__name__}: {exc}"
+                ) from exc
         except PolicyFault as error:
             backup = slot.backup
             if backup is None or self.fallback is not None:

@@ -57,8 +57,16 @@ def best_single_node(
 ) -> str | None:
     """The node with the fewest free GPUs that still takes all `workers` (among `allowed`)."""
     need = workers * job.gpus_per_worker
+    buckets = free.nodes_by_free()
+    # Without CPU or memory needs, any node of a bucket fits: the first one is the answer.
+    by_gpus_alone = allowed is None and free.fits_by_gpus_alone(job)
     for count in range(need, free.max_gpus_per_node + 1):
-        for node_id in free.nodes_with_free(count):
+        bucket = buckets[count]
+        if not bucket:
+            continue
+        if by_gpus_alone:
+            return next(iter(bucket))
+        for node_id in bucket:
             if (allowed is None or allowed(node_id)) and free.workers_fitting(
                 node_id, job
             ) >= workers:
