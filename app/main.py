@@ -156,7 +156,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log_stall_limit_s=settings.log_stall_limit_s,
             ),
             models=ModelService(sessions, cache),
-            retrain=RetrainService(sessions, queue, settings.retrain_max_active),
+            retrain=RetrainService(
+                sessions,
+                queue,
+                settings.retrain_max_active,
+                settings.retrain_heartbeat_timeout_s,
+            ),
             threads=DecisionThreads(settings.decision_threads),
         )
         app.state.decision_log = decision_log

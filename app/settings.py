@@ -51,6 +51,14 @@ class Settings(BaseSettings):
         ge=1,
         description="Retrain jobs queued or running at once; more are refused with 429.",
     )
+    retrain_heartbeat_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "A running retrain job whose worker has sent no heartbeat for this long (one "
+            "every 10 s) is failed, so that it can be sent again."
+        ),
+    )
     log_stall_limit_s: float = Field(
         default=60.0,
         gt=0,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Insert, Select, Table, func, select, update
@@ -376,6 +376,34 @@ class RetrainJobRepository:
         job.updated_at = now
         self._session.flush()
         return job
+
+    def touch(self, job_id: str) -> None:
+        """A running job's heartbeat: its worker is alive (`updated_at` = now)."""
+        job = self._session.get(RetrainJob, job_id)
+        if job is not None and job.status == RetrainStatus.RUNNING.value:
+            job.updated_at = utc_now()
+            self._session.flush()
+
+    def fail_silent(self, stale_after_s: float) -> Sequence[str]:
+        """Fail running jobs with no heartbeat for `stale_after_s`: their worker is gone.
+
+        Returns their ids. A failed job can be retried with a new request.
+        """
+        cutoff = utc_now() - timedelta(seconds=stale_after_s)
+        query = select(RetrainJob).where(
+            RetrainJob.status == RetrainStatus.RUNNING.value, RetrainJob.updated_at < cutoff
+        )
+        failed = []
+        for job in self._session.scalars(query).all():
+            job.status = RetrainStatus.FAILED.value
+            job.error = (
+                f"its worker stopped sending heartbeats (none for {stale_after_s:g} s, last at "
+                f"{job.updated_at.isoformat()}): it was killed or lost; send the request again"
+            )
+            job.updated_at = job.finished_at = utc_now()
+            failed.append(job.id)
+        self._session.flush()
+        return failed
 
     def update_progress(self, job_id: str, stage: str, fraction: float) -> RetrainJob:
         """Record how far a job is (`fraction` of `stage`, 0–1); its status is unchanged."""

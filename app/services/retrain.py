@@ -131,11 +131,16 @@ class RetrainService:
     """The admin API's side: validate, record, enqueue, report."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], queue: RetrainQueue | None, max_active: int = 16
+        self,
+        sessions: sessionmaker[Session],
+        queue: RetrainQueue | None,
+        max_active: int = 16,
+        heartbeat_timeout_s: float = 60.0,
     ) -> None:
         self.sessions = sessions
         self.queue = queue
         self.max_active = max_active
+        self.heartbeat_timeout_s = heartbeat_timeout_s
 
     def create(self, request: RetrainRequest) -> RetrainJobOut:
         """Validate `request` and record it as a queued job (not yet enqueued).
@@ -180,6 +185,8 @@ class RetrainService:
         """409 for a second retraining of one (policy, profile) unless asked for; 429 when
         the queue is full. Checked in the creating transaction; replicas creating at the
         same instant may both pass (the queue bound is a guard, not a lock)."""
+        # A job whose worker died holds no place: fail it first (it can be sent again).
+        jobs.fail_silent(self.heartbeat_timeout_s)
         active = jobs.active()
         if not request.concurrent:
             same = [
@@ -217,8 +224,10 @@ class RetrainService:
 
     def get(self, job_id: str) -> RetrainJobOut:
         try:
-            with self.sessions() as session:
-                job = RetrainJobRepository(session).get(job_id)
+            with self.sessions.begin() as session:
+                jobs = RetrainJobRepository(session)
+                jobs.fail_silent(self.heartbeat_timeout_s)
+                job = jobs.get(job_id)
                 if job is None:
                     raise NotFoundError(f"no retrain job {job_id!r}")
                 return job_out(job)
@@ -257,6 +266,39 @@ def fail_unfinished(sessions: sessionmaker[Session], job_id: str, reason: str) -
 
 
 # -- the run ----------------------------------------------------------------------------------
+
+
+HEARTBEAT_EVERY_S = 10.0
+"""How often a running job's worker says it is alive; the service fails a job silent for
+`ARBITER_RETRAIN_HEARTBEAT_TIMEOUT_S` (default 60 s, several beats)."""
+
+
+class _Heartbeat:
+    """A thread that touches the running job every `every_s` until stopped."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: str, every_s: float) -> None:
+        self._sessions = sessions
+        self._job_id = job_id
+        self._every_s = every_s
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"arbiter-heartbeat-{job_id}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._every_s):
+            try:
+                with self._sessions.begin() as session:
+                    RetrainJobRepository(session).touch(self._job_id)
+            except SQLAlchemyError as error:  # a missed beat; the next one may get through
+                logger.warning("heartbeat of retrain job %s not recorded: %s", self._job_id, error)
 
 
 class _ProgressWriter:
@@ -351,6 +393,7 @@ def run_retrain_job(
     job_id: str,
     *,
     on_progress: Progress | None = None,
+    heartbeat_s: float = HEARTBEAT_EVERY_S,
 ) -> RetrainJobOut | None:
     """Run a queued job to its end and record the outcome; None when it was not runnable.
 
@@ -372,6 +415,8 @@ def run_retrain_job(
         repository.update_status(job_id, RetrainStatus.RUNNING)
         request = RetrainRequest.model_validate(job.params)
     progress = _ProgressWriter(sessions, job_id, on_progress)
+    heartbeat = _Heartbeat(sessions, job_id, heartbeat_s)
+    heartbeat.start()
     try:
         progress("loading", 0.0)
         with sessions() as session:
@@ -407,6 +452,8 @@ def run_retrain_job(
     except Exception as error:
         logger.exception("retrain job %s failed", job_id)
         fail_unfinished(sessions, job_id, f"{type(error).__name__}: {error}")
+    finally:
+        heartbeat.stop()
     with sessions() as session:
         finished = RetrainJobRepository(session).get(job_id)
         return job_out(finished) if finished is not None else None
