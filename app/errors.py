@@ -298,6 +298,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400:
+            # FastAPI's answer to a body it cannot even read as text (invalid UTF-8): a
+            # bad body, so a 422 like every other, naming the body.
+            problem = Problem(path="body", message=f"malformed JSON: {exc.detail}")
+            return error_response(422, "invalid_request", str(exc.detail), [problem])
         codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
         return error_response(
             exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)

@@ -228,6 +228,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
         for name, schema in {**core_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
+        # FastAPI documents its own validation-error shape for every route with parameters;
+        # this service answers every error, validation included, in one shape (ErrorOut).
+        for operations in spec.get("paths", {}).values():
+            for operation in operations.values():
+                invalid = operation.get("responses", {}).get("422")
+                if invalid is not None and "HTTPValidationError" in str(invalid):
+                    invalid["description"] = (
+                        "The request does not validate; each problem names its JSON path."
+                    )
+                    invalid["content"] = {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}
+                    }
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
         # Admin endpoints take `Authorization: Bearer <ARBITER_ADMIN_TOKEN>`.
         spec["components"]["securitySchemes"] = {
             "adminToken": {

@@ -111,3 +111,26 @@ def test_the_spec_declares_the_admin_bearer_scheme_on_every_admin_operation(
         for operation in operations.values():
             assert operation["security"] == [{"adminToken": []}]
     assert "security" not in spec["paths"]["/v1/decisions"]["post"]
+
+
+def test_a_body_that_is_not_even_text_is_422_like_any_bad_body(client: TestClient) -> None:
+    response = client.post(
+        "/admin/models/dl2/activate",
+        content=b"\x1dY\xff\xfe7\x8aj",
+        headers={**_auth(), "content-type": "application/json"},
+    )
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "body"
+
+
+def test_every_documented_422_has_the_one_error_shape(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            invalid = operation.get("responses", {}).get("422")
+            if invalid is not None:
+                schema = invalid["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorOut"}, (path, method)
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
