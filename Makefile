@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
 	$(BIN)/python scripts/train_dl2.py
+
+fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
 
 golden: $(STAMP) ## Re-record the golden decisions and metrics (only for an intended change of behaviour)
 	$(BIN)/python -m tests.golden.record
