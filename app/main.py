@@ -33,7 +33,7 @@ from app.schemas import (
     StageDecisionRequest,
 )
 from app.services.catalog import CatalogService
-from app.services.decisions import DecisionService, FeedbackService
+from app.services.decisions import DecisionService, FeedbackService, SnapshotLimits
 from app.services.health import HealthService
 from app.services.models import ActiveModels, ModelService, ModelWatcher
 from app.services.reclaim import ReclaimService
@@ -114,6 +114,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         decision_log.start()
         cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
         metrics = Metrics()
+        limits = SnapshotLimits(
+            jobs=settings.max_jobs,
+            nodes=settings.max_nodes,
+            inference_requests=settings.max_requests,
+        )
         metrics.watch_log(decision_log.stats)
         # Active model versions before the pipelines are built: from the cache, else the
         # database; the watcher then keeps them current (messages and periodic checks).
@@ -129,6 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shadow=shadows,
             load_version=lambda policy, version: active_models.version(policy, version)[0],
             shadow_backlog=settings.shadow_backlog,
+            limits=limits,
             shadow_retry_s=settings.models_check_interval_s,
         )
         watcher = ModelWatcher(
@@ -144,7 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings,
             metrics=metrics,
             decisions=decision_service,
-            reclaim=ReclaimService(registry, profiles, decision_log, metrics),
+            reclaim=ReclaimService(registry, profiles, decision_log, metrics, limits),
             feedback=FeedbackService(decision_log, metrics),
             catalog=CatalogService(registry, profiles, active_models),
             health=HealthService(

@@ -62,7 +62,12 @@ class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
     snapshot: Snapshot
     count: (
         Annotated[
-            int, Meta(ge=1, description="Return this many loaned servers; the policy picks them.")
+            int,
+            Meta(
+                ge=1,
+                le=MAX_WORKERS,
+                description="Return this many loaned servers; the policy picks them.",
+            ),
         ]
         | None
     ) = None

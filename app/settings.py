@@ -59,6 +59,17 @@ class Settings(BaseSettings):
             "every 10 s) is failed, so that it can be sent again."
         ),
     )
+    max_jobs: int = Field(
+        default=100_000, ge=1, description="Most jobs in one snapshot; more are refused with 422."
+    )
+    max_nodes: int = Field(
+        default=20_000, ge=1, description="Most nodes in one snapshot; more are refused with 422."
+    )
+    max_requests: int = Field(
+        default=100_000,
+        ge=1,
+        description="Most pending inference requests in one snapshot; more are refused with 422.",
+    )
     log_stall_limit_s: float = Field(
         default=60.0,
         gt=0,

@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
@@ -98,7 +99,21 @@ def decode_body(body: bytes, kind: type[S]) -> S:
     return decoded
 
 
-def check_snapshot(snapshot: Snapshot) -> None:
+@dataclass(frozen=True)
+class SnapshotLimits:
+    """Sizes that drive a decision's cost; larger snapshots are refused with 422.
+
+    Each is a setting (`ARBITER_MAX_JOBS`, `ARBITER_MAX_NODES`, `ARBITER_MAX_REQUESTS`).
+    """
+
+    jobs: int = 100_000
+    nodes: int = 20_000
+    inference_requests: int = 100_000
+
+
+def check_snapshot(snapshot: Snapshot, limits: SnapshotLimits | None = None) -> None:
+    if limits is not None:
+        _check_sizes(snapshot, limits)
     problems = snapshot_problems(snapshot)
     if problems:
         located = [Problem(path=f"snapshot.{p.path}", message=p.message) for p in problems]
@@ -106,6 +121,30 @@ def check_snapshot(snapshot: Snapshot) -> None:
             f"{len(located)} problem(s) in the snapshot; first: "
             f"{located[0].path}: {located[0].message}",
             located,
+        )
+
+
+def _check_sizes(snapshot: Snapshot, limits: SnapshotLimits) -> None:
+    sizes = (
+        ("snapshot.jobs", len(snapshot.jobs), limits.jobs, "ARBITER_MAX_JOBS"),
+        ("snapshot.nodes", len(snapshot.nodes), limits.nodes, "ARBITER_MAX_NODES"),
+        (
+            "snapshot.inference.requests",
+            len(snapshot.inference.requests),
+            limits.inference_requests,
+            "ARBITER_MAX_REQUESTS",
+        ),
+    )
+    problems = [
+        Problem(path=path, message=f"{size:,} items; at most {limit:,} ({setting})")
+        for path, size, limit, setting in sizes
+        if size > limit
+    ]
+    if problems:
+        raise InvalidSnapshotError(
+            f"the snapshot is larger than this service takes; first: {problems[0].path}: "
+            f"{problems[0].message}",
+            problems,
         )
 
 
@@ -140,7 +179,9 @@ class DecisionService:
         load_version: VersionLoader | None = None,
         shadow_backlog: int = 1000,
         shadow_retry_s: float = 5.0,
+        limits: SnapshotLimits | None = None,
     ) -> None:
+        self.limits = limits or SnapshotLimits()
         self.registry = registry
         self.profiles = profiles
         self.models = models
@@ -269,7 +310,7 @@ class DecisionService:
             request = decode_body(body, StageDecisionRequest)
             stages, endpoint = [stage], f"decisions/{stage.value}"
         pipeline = self.pipeline(request.profile)
-        check_snapshot(request.snapshot)
+        check_snapshot(request.snapshot, self.limits)
         cluster_id = request.snapshot.cluster_id
         try:
             if pipeline.state_keys:

@@ -19,7 +19,7 @@ from msgspec.structs import asdict
 from app.errors import InvalidRequestError, NotFoundError, PolicyFailedError
 from app.metrics import Metrics
 from app.schemas import ReclaimRequestBody
-from app.services.decisions import LogSink, check_snapshot, decode_body
+from app.services.decisions import LogSink, SnapshotLimits, check_snapshot, decode_body
 from policies.common.reclaim import ReclaimRequestError, run_reclaim
 from policies.decision import PolicyRef, Stage
 from policies.engine import PolicyFault
@@ -33,8 +33,14 @@ from storage.records import DecisionRecord
 
 class ReclaimService:
     def __init__(
-        self, registry: Registry, profiles: dict[str, Profile], log: LogSink, metrics: Metrics
+        self,
+        registry: Registry,
+        profiles: dict[str, Profile],
+        log: LogSink,
+        metrics: Metrics,
+        limits: SnapshotLimits | None = None,
     ) -> None:
+        self.limits = limits or SnapshotLimits()
         self.policies: dict[str, ReclaimPolicy] = {
             name: registry.reclaim(p.reclaim.name, p.reclaim.params) for name, p in profiles.items()
         }
@@ -55,7 +61,7 @@ class ReclaimService:
             known = ", ".join(sorted(self.policies))
             raise NotFoundError(f"unknown profile {request.profile!r}; known: {known}")
         asked = _asked(request)
-        check_snapshot(request.snapshot)
+        check_snapshot(request.snapshot, self.limits)
         try:
             result = run_reclaim(
                 policy,

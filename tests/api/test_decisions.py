@@ -9,6 +9,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from app.main import create_app
+from app.settings import Settings
 from tests.api.conftest import small_snapshot
 
 
@@ -284,3 +286,14 @@ def test_ids_longer_than_the_log_stores_are_422(client: TestClient) -> None:
 
     assert any(p.startswith("snapshot.cluster_id") for p in problems)
     assert any(p.startswith("snapshot.jobs[0].id") for p in problems)
+
+
+def test_a_snapshot_over_the_configured_sizes_is_422_naming_the_limit(
+    settings: Settings,
+) -> None:
+    small = settings.model_copy(update={"max_jobs": 2, "max_nodes": 1})
+    with TestClient(create_app(small)) as limited:
+        problems = _problems(post(limited, {"profile": "fifo", "snapshot": small_snapshot()}))
+
+    assert "snapshot.jobs: 3 items; at most 2 (ARBITER_MAX_JOBS)" in problems
+    assert "snapshot.nodes: 2 items; at most 1 (ARBITER_MAX_NODES)" in problems
