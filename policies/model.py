@@ -457,78 +457,87 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
         seen_tenants.add(tenant.id)
 
     seen_jobs: set[str] = set()
-    owner: dict[tuple[str, int], str] = {}
+    # Who holds each GPU, node by node. Paths are formatted only for a problem: this
+    # walk runs on every snapshot the service is sent, over every placed GPU.
+    owner: dict[str, dict[int, str]] = {}
+    nodes_by_id = s.nodes_by_id
+    running = JobState.RUNNING
     for i, job in enumerate(s.jobs):
-        at = f"jobs[{i}]"
-        if job.id in seen_jobs:
-            yield Problem(path=f"{at}.id", message=f"duplicate job id {job.id!r}")
-        seen_jobs.add(job.id)
-        if job.lo > job.workers:
+        job_id, workers, gpw, placement = job.id, job.workers, job.gpus_per_worker, job.placement
+        lo, hi = job.lo, job.hi
+        if job_id in seen_jobs:
+            yield Problem(path=f"jobs[{i}].id", message=f"duplicate job id {job_id!r}")
+        seen_jobs.add(job_id)
+        if lo > workers:
             yield Problem(
-                path=f"{at}.min_workers",
-                message=f"min_workers {job.lo} exceeds requested workers {job.workers}",
+                path=f"jobs[{i}].min_workers",
+                message=f"min_workers {lo} exceeds requested workers {workers}",
             )
-        if job.workers > job.hi:
+        if workers > hi:
             yield Problem(
-                path=f"{at}.max_workers",
-                message=f"max_workers {job.hi} is below requested workers {job.workers}",
+                path=f"jobs[{i}].max_workers",
+                message=f"max_workers {hi} is below requested workers {workers}",
             )
         if job.max_ps is not None and job.ps > job.max_ps:
-            yield Problem(path=f"{at}.max_ps", message=f"max_ps {job.max_ps} is below ps {job.ps}")
+            yield Problem(
+                path=f"jobs[{i}].max_ps", message=f"max_ps {job.max_ps} is below ps {job.ps}"
+            )
         if (
             job.scaling_rule is ScalingRule.POWER_OF_TWO
-            and job.lo <= job.hi
-            and not any(job.lo <= (1 << k) <= job.hi for k in range(job.hi.bit_length()))
+            and lo <= hi
+            and not any(lo <= (1 << k) <= hi for k in range(hi.bit_length()))
         ):
             yield Problem(
-                path=f"{at}.scaling_rule",
-                message=f"no power of two lies within [{job.lo}, {job.hi}]",
+                path=f"jobs[{i}].scaling_rule",
+                message=f"no power of two lies within [{lo}, {hi}]",
             )
-        if job.state is JobState.RUNNING and not job.placement:
-            yield Problem(path=f"{at}.placement", message="a running job needs a placement")
-        if job.state is not JobState.RUNNING and job.placement:
+        is_running = job.state is running
+        if is_running and not placement:
+            yield Problem(path=f"jobs[{i}].placement", message="a running job needs a placement")
+        if not placement:
+            continue
+        if not is_running:
             yield Problem(
-                path=f"{at}.placement", message=f"a {job.state.value} job cannot hold GPUs"
+                path=f"jobs[{i}].placement", message=f"a {job.state.value} job cannot hold GPUs"
             )
-        if job.placement and job.placed_gpus % job.gpus_per_worker:
+        placed = job.placed_gpus
+        if placed % gpw:
             yield Problem(
-                path=f"{at}.placement",
-                message=(
-                    f"{job.placed_gpus} GPUs placed is not a multiple of "
-                    f"gpus_per_worker {job.gpus_per_worker}"
-                ),
+                path=f"jobs[{i}].placement",
+                message=f"{placed} GPUs placed is not a multiple of gpus_per_worker {gpw}",
             )
-        for k, assignment in enumerate(job.placement):
-            where = f"{at}.placement[{k}]"
-            if len(assignment.gpu_indices) % job.gpus_per_worker:
+        for k, assignment in enumerate(placement):
+            indices = assignment.gpu_indices
+            if len(indices) % gpw:
                 yield Problem(
-                    path=f"{where}.gpu_indices",
-                    message=(
-                        f"{len(assignment.gpu_indices)} GPUs on one node is not whole workers "
-                        f"of {job.gpus_per_worker} GPUs"
-                    ),
+                    path=f"jobs[{i}].placement[{k}].gpu_indices",
+                    message=(f"{len(indices)} GPUs on one node is not whole workers of {gpw} GPUs"),
                 )
-            known = s.nodes_by_id.get(assignment.node_id)
-            if known is None:
+            on = nodes_by_id.get(assignment.node_id)
+            if on is None:
                 yield Problem(
-                    path=f"{where}.node_id", message=f"unknown node {assignment.node_id!r}"
+                    path=f"jobs[{i}].placement[{k}].node_id",
+                    message=f"unknown node {assignment.node_id!r}",
                 )
                 continue
-            node = known
-            for g, gpu in enumerate(assignment.gpu_indices):
-                if not 0 <= gpu < node.gpus:
+            holders = owner.get(on.id)
+            if holders is None:
+                holders = owner[on.id] = {}
+            gpus = on.gpus
+            for g, gpu in enumerate(indices):
+                if not 0 <= gpu < gpus:
                     yield Problem(
-                        path=f"{where}.gpu_indices[{g}]",
-                        message=f"node {node.id!r} has GPUs 0..{node.gpus - 1}, not {gpu}",
+                        path=f"jobs[{i}].placement[{k}].gpu_indices[{g}]",
+                        message=f"node {on.id!r} has GPUs 0..{gpus - 1}, not {gpu}",
                     )
                     continue
-                holder = owner.get((node.id, gpu))
+                holder = holders.get(gpu)
                 if holder is not None:
                     yield Problem(
-                        path=f"{where}.gpu_indices[{g}]",
-                        message=f"GPU {gpu} of node {node.id!r} is already used by job {holder!r}",
+                        path=f"jobs[{i}].placement[{k}].gpu_indices[{g}]",
+                        message=f"GPU {gpu} of node {on.id!r} is already used by job {holder!r}",
                     )
-                owner[(node.id, gpu)] = job.id
+                holders[gpu] = job_id
 
     seen_requests: set[str] = set()
     for i, request in enumerate(s.inference.requests):
