@@ -56,3 +56,9 @@ def require_admin(request: Request, services: ServicesDep) -> None:
 
 
 AdminDep = Annotated[None, Depends(require_admin)]
+
+
+def caller_of(request: Request) -> str | None:
+    """The caller `ARBITER_API_TOKENS` names for this request (None without tokens)."""
+    caller = getattr(request.state, "caller", None)
+    return caller if isinstance(caller, str) else None

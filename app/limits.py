@@ -89,26 +89,62 @@ class RequestGuardMiddleware:
         await self.app(scope, receive, send)
 
 
+class ApiTokenMiddleware:
+    """With `ARBITER_API_TOKENS`, /v1 asks each request for its caller's bearer token.
+
+    401 without a token, 403 with one nobody holds; otherwise the caller's name goes to
+    the request's state (`request.state.caller`), and the services log it with what
+    the request sent. Without tokens it is not installed at all.
+    """
+
+    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
+        self.app = app
+        self.callers = {token.encode(): caller for caller, token in tokens.items()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                given = value
+        scheme, _, token = given.partition(b" ")
+        if scheme.lower() != b"bearer" or not token.strip():
+            detail = "this service asks /v1 callers for `Authorization: Bearer <token>`"
+            await _send_error(send, 401, "unauthorized", detail, challenge=True)
+            return
+        caller = self.callers.get(token.strip())
+        if caller is None:
+            await _send_error(send, 403, "forbidden", "no caller holds this token")
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
+
 def _is_json(content_type: bytes) -> bool:
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or media.endswith(b"+json")
 
 
 async def _send_error(
-    send: Send, status: int, code: str, detail: str, path: str | None = None
+    send: Send,
+    status: int,
+    code: str,
+    detail: str,
+    path: str | None = None,
+    *,
+    challenge: bool = False,
 ) -> None:
     problems = [] if path is None else [{"path": path, "message": detail}]
     body = orjson.dumps({"error": code, "detail": detail, "problems": problems})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if challenge:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -23,7 +23,7 @@ from pydantic.json_schema import models_json_schema
 
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
-from app.limits import BodyLimitMiddleware, RequestGuardMiddleware
+from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
 from app.metrics import Metrics
 from app.routers import admin, catalog, decisions, feedback, health, reclaim
 from app.schemas import (
@@ -199,6 +199,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
     )
+    if settings.api_tokens:
+        app.add_middleware(ApiTokenMiddleware, tokens=settings.api_tokens)
     app.add_middleware(RequestGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
@@ -256,10 +258,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "description": "The service's ARBITER_ADMIN_TOKEN; admin is disabled without one.",
             }
         }
+        spec["components"]["securitySchemes"]["apiToken"] = {
+            "type": "http",
+            "scheme": "bearer",
+            "description": (
+                "A caller's token from ARBITER_API_TOKENS; /v1 asks for one only when "
+                "tokens are configured."
+            ),
+        }
         for path, operations in spec.get("paths", {}).items():
-            if path.startswith("/admin/"):
-                for operation in operations.values():
+            for operation in operations.values():
+                if path.startswith("/admin/"):
                     operation["security"] = [{"adminToken": []}]
+                elif path.startswith("/v1/"):
+                    operation["security"] = [{}, {"apiToken": []}]  # optional
         app.openapi_schema = spec
         return spec
 

@@ -260,6 +260,14 @@ class RetrainRequest(_AdminBody):
     steps: int | None = Field(
         default=None, ge=0, le=10_000, description="Short for `budget.updates` (small: smoke run)."
     )
+    exclude_callers: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description=(
+            "Callers (ARBITER_API_TOKENS) whose logged decisions are left out of the "
+            "training data, e.g. one whose snapshots are not to be trusted."
+        ),
+    )
     concurrent: bool = Field(
         default=False,
         description=(

@@ -33,6 +33,14 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(
         default=None, description="Bearer token of the admin endpoints; unset disables them."
     )
+    api_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Callers of /v1, `caller=token` pairs, comma-separated: each request then needs "
+            "`Authorization: Bearer <token>`, and its caller is logged with what it sent. "
+            "Empty (the default): /v1 is open and nothing names a caller."
+        ),
+    )
     profiles_file: Path | None = Field(
         default=None, description="JSON or TOML file of extra (or overriding) profiles."
     )
@@ -128,6 +136,34 @@ class Settings(BaseSettings):
         if value is not None and value != "" and len(value) < 16:
             raise ValueError("ARBITER_ADMIN_TOKEN must be at least 16 characters")
         return value or None
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _parse_api_tokens(cls, value: object) -> object:
+        """`caller=token` pairs, comma-separated (or a mapping, in code), as caller → token."""
+        if not isinstance(value, str):
+            return value
+        tokens: dict[str, str] = {}
+        for entry in (part.strip() for part in value.split(",")):
+            if not entry:
+                continue
+            caller, _, token = entry.partition("=")
+            if not caller.strip() or not token.strip():
+                raise ValueError(f"ARBITER_API_TOKENS: {entry!r} is not caller=token")
+            tokens[caller.strip()] = token.strip()
+        return tokens
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _api_tokens_usable(cls, tokens: dict[str, str]) -> dict[str, str]:
+        for caller, token in tokens.items():
+            if len(caller) > 64:
+                raise ValueError(f"ARBITER_API_TOKENS: caller name {caller[:20]!r}… over 64")
+            if len(token) < 16:
+                raise ValueError(f"ARBITER_API_TOKENS: the token of {caller!r} is under 16")
+        if len(set(tokens.values())) != len(tokens):
+            raise ValueError("ARBITER_API_TOKENS: two callers share a token")
+        return tokens
 
     @field_validator("shadow", mode="before")
     @classmethod

@@ -112,6 +112,9 @@ class Decision(Base):
     )
     latency_ms: Mapped[float] = mapped_column(Double)
     fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOCUMENT)
+    caller: Mapped[str | None] = mapped_column(
+        String(64), comment="who asked (ARBITER_API_TOKENS); null without tokens"
+    )
 
 
 class FeedbackEvent(Base):
@@ -134,6 +137,9 @@ class FeedbackEvent(Base):
         Double, comment="seconds on the caller's clock"
     )
     received_at: Mapped[datetime]
+    caller: Mapped[str | None] = mapped_column(
+        String(64), comment="who reported it (ARBITER_API_TOKENS); null without tokens"
+    )
 
 
 class ModelVersion(Base):

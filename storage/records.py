@@ -83,6 +83,7 @@ class DecisionRecord:
     fallback: JsonObject | None = None
     action_probs: JsonObject | None = None
     shadow: JsonObject | None = None
+    caller: str | None = None
 
     def to_row(self) -> dict[str, object]:
         """Column values for the ``decisions`` table (JSON columns not yet encoded)."""
@@ -100,6 +101,7 @@ class DecisionRecord:
             "shadow": self.shadow,
             "latency_ms": self.latency_ms,
             "fallback": self.fallback,
+            "caller": self.caller,
         }
 
 
@@ -115,6 +117,7 @@ class FeedbackRecord:
     job_id: str | None = None
     occurred_at: float | None = None
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    caller: str | None = None
 
     def to_row(self) -> dict[str, object]:
         """Column values for the ``feedback_events`` table."""
@@ -127,6 +130,7 @@ class FeedbackRecord:
             "payload": self.payload,
             "occurred_at": self.occurred_at,
             "received_at": _utc(self.received_at),
+            "caller": self.caller,
         }
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Insert, Select, Table, func, select, update
+from sqlalchemy import Insert, Select, Table, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
 
@@ -57,8 +57,16 @@ _Query = TypeVar("_Query", bound=Select[Any])
 
 
 def _window(
-    query: _Query, since: datetime | None, until: datetime | None, profile: str | None
+    query: _Query,
+    since: datetime | None,
+    until: datetime | None,
+    profile: str | None,
+    exclude_callers: Sequence[str] = (),
 ) -> _Query:
+    if exclude_callers:
+        query = query.where(
+            or_(Decision.caller.is_(None), Decision.caller.not_in(list(exclude_callers)))
+        )
     if since is not None:
         query = query.where(Decision.created_at >= since)
     if until is not None:
@@ -113,10 +121,12 @@ class DecisionRepository:
         since: datetime | None = None,
         until: datetime | None = None,
         profile: str | None = None,
+        exclude_callers: Sequence[str] = (),
     ) -> int:
-        """How many decisions have ``since <= created_at < until`` (and ``profile``)."""
+        """How many decisions have ``since <= created_at < until`` (and ``profile``, and a
+        caller not in ``exclude_callers``)."""
         query = select(func.count()).select_from(Decision)
-        query = _window(query, since, until, profile)
+        query = _window(query, since, until, profile, exclude_callers)
         return self._session.scalar(query) or 0
 
     def snapshots_and_decisions(
@@ -127,6 +137,7 @@ class DecisionRepository:
         limit: int = 20_000,
         *,
         page_size: int = 200,
+        exclude_callers: Sequence[str] = (),
     ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """``(snapshot, decision)`` JSON of the window's decisions, oldest first, for training.
 
@@ -134,7 +145,7 @@ class DecisionRepository:
         held in memory twice (rows and the trainer's copies).
         """
         query = select(Decision.snapshot, Decision.decision)
-        query = _window(query, since, until, profile)
+        query = _window(query, since, until, profile, exclude_callers)
         query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
         result = self._session.execute(query.execution_options(yield_per=page_size))
         for row in result:

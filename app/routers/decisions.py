@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.deps import ServicesDep
+from app.deps import ServicesDep, caller_of
 from app.errors import error_responses
 from policies.decision import Decision, Stage
 
@@ -67,14 +67,16 @@ def _decision_response() -> dict[int | str, dict[str, Any]]:
 )
 async def create_decision(request: Request, services: ServicesDep) -> Response:
     body = await request.body()
-    decision = await services.threads.run(services.decisions.decide, body)
+    decision = await services.threads.run(services.decisions.decide, body, None, caller_of(request))
     return Response(decision, media_type="application/json")
 
 
 def _stage_route(stage: Stage) -> None:
     async def handler(request: Request, services: ServicesDep) -> Response:
         body = await request.body()
-        decision = await services.threads.run(services.decisions.decide, body, stage)
+        decision = await services.threads.run(
+            services.decisions.decide, body, stage, caller_of(request)
+        )
         return Response(decision, media_type="application/json")
 
     router.add_api_route(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.deps import ServicesDep
+from app.deps import ServicesDep, caller_of
 from app.errors import error_responses
 from app.schemas import FeedbackAccepted
 
@@ -43,5 +43,5 @@ router = APIRouter(prefix="/v1", tags=["feedback"])
 )
 async def post_feedback(request: Request, services: ServicesDep) -> FeedbackAccepted:
     body = await request.body()
-    accepted = await services.threads.run(services.feedback.accept, body)
+    accepted = await services.threads.run(services.feedback.accept, body, caller_of(request))
     return FeedbackAccepted(accepted=accepted)

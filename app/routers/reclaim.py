@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.deps import ServicesDep
+from app.deps import ServicesDep, caller_of
 from app.errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["reclaim"])
@@ -80,5 +80,5 @@ _EXAMPLE_SNAPSHOT: dict[str, Any] = {
 )
 async def create_reclaim(request: Request, services: ServicesDep) -> Response:
     body = await request.body()
-    answer = await services.threads.run(services.reclaim.reclaim, body)
+    answer = await services.threads.run(services.reclaim.reclaim, body, caller_of(request))
     return Response(answer, media_type="application/json")

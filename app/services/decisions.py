@@ -298,7 +298,7 @@ class DecisionService:
             raise NotFoundError(f"unknown profile {profile!r}; known: {known}")
         return pipeline
 
-    def decide(self, body: bytes, stage: Stage | None = None) -> bytes:
+    def decide(self, body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
         """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
         started = time.perf_counter()
         request: DecisionRequest | StageDecisionRequest
@@ -347,6 +347,7 @@ class DecisionService:
             decision=encoded,
             latency_ms=elapsed * 1000.0,
             fallback=to_builtins(decision.fallback) if decision.fallback else None,
+            caller=caller,
         )
         if self.shadow is not None and self.shadow.shadows(request.profile):
             self.shadow.submit(
@@ -365,7 +366,7 @@ class FeedbackService:
         self.log = log
         self.metrics = metrics
 
-    def accept(self, body: bytes) -> int:
+    def accept(self, body: bytes, caller: str | None = None) -> int:
         request = parse_body(body, FeedbackRequest)
         received = datetime.now(UTC)
         for event in request.events:
@@ -383,6 +384,7 @@ class FeedbackService:
                     job_id=getattr(event, "job_id", None),
                     occurred_at=event.occurred_at,
                     received_at=received,
+                    caller=caller,
                 )
             )
             self.metrics.feedback.labels(event.kind).inc()

@@ -52,7 +52,7 @@ class ReclaimService:
         self.log = log
         self.metrics = metrics
 
-    def reclaim(self, body: bytes) -> bytes:
+    def reclaim(self, body: bytes, caller: str | None = None) -> bytes:
         """Answer a reclaim request given as raw JSON; return the answer as JSON bytes."""
         started = time.perf_counter()
         request = decode_body(body, ReclaimRequestBody)
@@ -102,6 +102,7 @@ class ReclaimService:
                 decision=encoded,
                 latency_ms=elapsed * 1000.0,
                 fallback=to_builtins(result.fallback) if result.fallback else None,
+                caller=caller,
             )
         )
         return encoded

@@ -160,7 +160,7 @@ class RetrainService:
         try:
             with self.sessions.begin() as session:
                 logged = DecisionRepository(session).count_in_window(
-                    window.since, window.until, request.profile
+                    window.since, window.until, request.profile, request.exclude_callers
                 )
                 if logged == 0:
                     where = f" of profile {request.profile!r}" if request.profile else ""
@@ -350,6 +350,7 @@ def _records(
             request.window.until,
             request.profile,
             limit=request.budget.max_records,
+            exclude_callers=request.exclude_callers,
         )
 
 

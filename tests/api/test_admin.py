@@ -110,7 +110,7 @@ def test_the_spec_declares_the_admin_bearer_scheme_on_every_admin_operation(
     for operations in admin:
         for operation in operations.values():
             assert operation["security"] == [{"adminToken": []}]
-    assert "security" not in spec["paths"]["/v1/decisions"]["post"]
+    assert spec["paths"]["/v1/decisions"]["post"]["security"] == [{}, {"apiToken": []}]
 
 
 def test_a_body_that_is_not_even_text_is_422_like_any_bad_body(client: TestClient) -> None:

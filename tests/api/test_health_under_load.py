@@ -78,13 +78,13 @@ class DecisionProbe:
 def hold_decisions(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> DecisionProbe:
     probe = DecisionProbe()
     service = app.state.services.decisions
-    decide: Callable[[bytes, Stage | None], bytes] = service.decide
+    decide: Callable[[bytes, Stage | None, str | None], bytes] = service.decide
 
-    def held_decide(body: bytes, stage: Stage | None = None) -> bytes:
+    def held_decide(body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
         probe.started.set()
         probe.release.wait(timeout=HOLD_S)
         try:
-            return decide(body, stage)
+            return decide(body, stage, caller)
         finally:
             probe.finished_at.append(time.perf_counter())
 

@@ -340,3 +340,19 @@ def test_the_active_version_name_is_read_without_weights(session: Session) -> No
     versions.add("dl2", "v2", b"w2")
 
     assert versions.active_version("dl2") == "v1"
+
+
+def test_training_windows_can_leave_out_callers(session: Session) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [
+            make_decision("from-planner", caller="planner"),
+            make_decision("from-nightly", caller="nightly"),
+            make_decision("from-anyone"),
+        ]
+    )
+
+    assert decisions.count_in_window() == 3
+    assert decisions.count_in_window(exclude_callers=["nightly"]) == 2
+    kept = list(decisions.snapshots_and_decisions(exclude_callers=["nightly", "planner"]))
+    assert len(kept) == 1
