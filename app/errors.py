@@ -143,13 +143,17 @@ def problems_from_validation(errors: Iterable[Any], prefix: str = "") -> list[Pr
     return problems
 
 
-def validation_error(error: ValidationError, prefix: str = "") -> InvalidRequestError:
-    problems = problems_from_validation(error.errors(include_url=False), prefix)
+def invalid_request(problems: Sequence[Problem]) -> InvalidRequestError:
+    """A 422 listing `problems`; its detail counts them and names the first."""
     first = problems[0] if problems else None
     detail = f"{len(problems)} problem(s) in the request" + (
         f"; first: {first.path}: {first.message}" if first else ""
     )
     return InvalidRequestError(detail, problems)
+
+
+def validation_error(error: ValidationError, prefix: str = "") -> InvalidRequestError:
+    return invalid_request(problems_from_validation(error.errors(include_url=False), prefix))
 
 
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
@@ -196,11 +200,7 @@ def decode_error(
             problems = schema_problems(document, kind)
             if not any(p.path == found.path for p in problems):
                 problems.insert(0, found)
-    first = problems[0]
-    return InvalidRequestError(
-        f"{len(problems)} problem(s) in the request; first: {first.path}: {first.message}",
-        problems,
-    )
+    return invalid_request(problems)
 
 
 def nul_problems(document: object, at: tuple[str | int, ...] = ()) -> list[Problem]:
@@ -229,11 +229,7 @@ def check_no_nul(body: bytes) -> None:
     problems = nul_problems(orjson.loads(body)) or [
         Problem(path="body", message="contains a NUL character")
     ]
-    raise InvalidRequestError(
-        f"{len(problems)} problem(s) in the request; first: {problems[0].path}: "
-        f"{problems[0].message}",
-        problems,
-    )
+    raise invalid_request(problems)
 
 
 def _is_integer(_: object, instance: object) -> bool:

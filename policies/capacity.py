@@ -180,18 +180,13 @@ class FreeCapacity:
             self._room[shape] = room
         return room
 
-    def room(self, job: Job, rack: str | None = None) -> int:
-        """The workers of `job` that fit now, over all nodes (or those of `rack`)."""
+    def room(self, job: Job) -> int:
+        """The workers of `job` that fit now, over all nodes."""
         if self.fits_by_gpus_alone(job):
             gpw = job.gpus_per_worker
-            buckets = self.nodes_by_free(rack)
+            buckets = self._buckets
             return sum(len(buckets[c]) * (c // gpw) for c in range(gpw, self._max_gpus + 1))
-        rack_of = self._rack_of
-        return sum(
-            fit
-            for node_id, fit in self.candidate_nodes(job)
-            if rack is None or rack_of[node_id] == rack
-        )
+        return sum(fit for _, fit in self.candidate_nodes(job))
 
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
         """(node, workers that fit) for every node that takes at least one worker.

@@ -37,7 +37,7 @@ from simulator.metrics import TIMING_KEYS
 from simulator.paths import shared_dir
 from simulator.runner import RunConfig, build_simulation
 from simulator.traces import compress_arrivals, read_trace
-from simulator.workload import WorkloadOptions, make_jobs
+from simulator.workload import JobSpec, WorkloadOptions, make_jobs
 from tests.golden.wire import (
     decision_json,
     reclaim_json,
@@ -164,7 +164,7 @@ def scenario_config(scenario: Scenario) -> RunConfig:
     return RunConfig(seed=7, workload=scenario.workload, inference=scenario.inference)
 
 
-def scenario_jobs(scenario: Scenario) -> list[Any]:
+def scenario_jobs(scenario: Scenario) -> list[JobSpec]:
     traces = shared_dir() / "traces"
     rows = compress_arrivals(read_trace(traces / scenario.trace, scenario.jobs), scenario.compress)
     return make_jobs(rows, scenario.workload, seed=scenario_config(scenario).seed)
@@ -186,7 +186,7 @@ def scenario_profiles(scenario: Scenario) -> list[str]:
 def example_snapshot(name: str) -> Snapshot:
     """An example file's snapshot: the file itself, or the `snapshot` of a request file."""
     data = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
-    return snapshot_from(data.get("snapshot", data) if "nodes" not in data else data)
+    return snapshot_from(data.get("snapshot", data))
 
 
 def example_cases() -> Iterator[dict[str, Any]]:
