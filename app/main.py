@@ -136,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shadow_backlog=settings.shadow_backlog,
             limits=limits,
             shadow_retry_s=settings.models_check_interval_s,
+            cpu_budget_s=settings.decision_cpu_budget_ms / 1000.0 or None,
         )
         watcher = ModelWatcher(
             active_models, cache, decision_service.rebuild, settings.models_check_interval_s

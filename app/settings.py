@@ -78,6 +78,15 @@ class Settings(BaseSettings):
         ge=1,
         description="Most pending inference requests in one snapshot; more are refused with 422.",
     )
+    decision_cpu_budget_ms: float = Field(
+        default=2000.0,
+        ge=0,
+        description=(
+            "CPU time (of the deciding thread) one decision may spend in its policies; "
+            "past it, the stage that ran over hands over to the profile's fallback (else "
+            "its plainest heuristic) and the decision's `fallback` says so. 0: no budget."
+        ),
+    )
     log_stall_limit_s: float = Field(
         default=60.0,
         gt=0,

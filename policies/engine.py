@@ -43,10 +43,12 @@ from policies.decision import (
 )
 from policies.learned.models import ModelProvider
 from policies.model import Assignment, Job, JobState, Snapshot
-from policies.profiles import Profile
+from policies.profiles import BUDGET_FALLBACK, PolicyChoice, Profile
 from policies.protocols import (
     AdmissionPolicy,
+    BudgetExceeded,
     Context,
+    CpuBudget,
     Ordering,
     OrderingPolicy,
     PlacementOutcome,
@@ -113,6 +115,10 @@ class Pipeline:
     scaling: ScalingPolicy
     placement: PlacementPolicy
     fallbacks: Fallbacks = field(default_factory=Fallbacks)
+    budget_fallbacks: Fallbacks = field(default_factory=Fallbacks)
+    """What answers a stage whose policy ran past the decision's CPU budget: the
+    profile's fallback for the stage, else the stage's plainest heuristic
+    (:data:`policies.profiles.BUDGET_FALLBACK`)."""
 
     def __post_init__(self) -> None:
         writers: dict[str, str] = {}
@@ -168,7 +174,8 @@ class Pipeline:
             ordering=registry.ordering(profile.ordering.name, profile.ordering.params, models),
             scaling=registry.scaling(profile.scaling.name, profile.scaling.params, models),
             placement=registry.placement(profile.placement.name, profile.placement.params, models),
-            fallbacks=_fallbacks(profile, registry, models),
+            fallbacks=_fallbacks(profile.fallback, registry, models),
+            budget_fallbacks=_fallbacks({**BUDGET_FALLBACK, **profile.fallback}, registry, models),
         )
 
     def policy_refs(self) -> dict[str, PolicyRef]:
@@ -185,6 +192,7 @@ class Pipeline:
         state: Mapping[str, JsonValue] | None = None,
         decision_id: str | None = None,
         seed: int = 0,
+        cpu_budget_s: float | None = None,
     ) -> Outcome:
         """One decision for `snapshot`, with the policy state it reads and writes.
 
@@ -195,6 +203,11 @@ class Pipeline:
         `outcome.state` into it after each round (as the service and a simulator do)
         gives the policies exactly the history they need. The snapshot must already be
         semantically valid; it wins over the state where they disagree.
+
+        With `cpu_budget_s`, a stage whose policy runs past that much CPU time (of this
+        thread, counted from the start of the round) hands over to its budget fallback
+        (:attr:`budget_fallbacks`) and the decision says so in `fallback`. Without it
+        (the default, and what simulations use) nothing depends on the clock.
         """
         loaded = {k: state[k] for k in self.state_keys if state is not None and k in state}
         rnd = _Round(
@@ -203,6 +216,7 @@ class Pipeline:
             stages_with_prerequisites(stages or ENGINE_STAGES),
             seed,
             MappingProxyType(loaded),
+            budget=CpuBudget(cpu_budget_s) if cpu_budget_s is not None else None,
         )
         decision = rnd.run(decision_id or uuid.uuid4().hex)
         updates: dict[str, JsonValue] = {}
@@ -223,6 +237,7 @@ class Pipeline:
         *,
         decision_id: str | None = None,
         seed: int = 0,
+        cpu_budget_s: float | None = None,
     ) -> Decision:
         """One decision for `snapshot` with no policy state: as :meth:`run` from nothing kept.
 
@@ -235,6 +250,7 @@ class Pipeline:
             stages_with_prerequisites(stages or ENGINE_STAGES),
             seed,
             MappingProxyType({}),
+            budget=CpuBudget(cpu_budget_s) if cpu_budget_s is not None else None,
         )
         return rnd.run(decision_id or uuid.uuid4().hex)
 
@@ -249,6 +265,8 @@ class _Round:
         stages: tuple[Stage, ...],
         seed: int,
         state: Mapping[str, JsonValue],
+        *,
+        budget: CpuBudget | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.snapshot = snapshot
@@ -262,15 +280,24 @@ class _Round:
                 gpus = job.placed_gpus
                 self.held_gpus[job.id] = gpus
                 held[job.tenant] = held.get(job.tenant, 0) + gpus
-        self.ctx = Context(snapshot=snapshot, seed=seed, gpus_by_tenant=held, state=state)
+        self.budget = budget
+        self.spent: BudgetExceeded | None = None
+        self.spent_in = Stage.ADMISSION  # where the budget ran out, once it has
+        self.ctx = Context(
+            snapshot=snapshot, seed=seed, gpus_by_tenant=held, state=state, budget=budget
+        )
         self.explanations: dict[str, JobExplanation] = {}
         self.fallback: Fallback | None = None
         self.refs = pipeline.policy_refs()
-        backups = pipeline.fallbacks
-        self.admission = _Slot(Stage.ADMISSION, pipeline.admission, backups.admission)
-        self.ordering = _Slot(Stage.ORDERING, pipeline.ordering, backups.ordering)
-        self.scaling = _Slot(Stage.SCALING, pipeline.scaling, backups.scaling)
-        self.placement = _Slot(Stage.PLACEMENT, pipeline.placement, backups.placement)
+        backups, cheap = pipeline.fallbacks, pipeline.budget_fallbacks
+        self.admission = _Slot(
+            Stage.ADMISSION, pipeline.admission, backups.admission, cheap.admission
+        )
+        self.ordering = _Slot(Stage.ORDERING, pipeline.ordering, backups.ordering, cheap.ordering)
+        self.scaling = _Slot(Stage.SCALING, pipeline.scaling, backups.scaling, cheap.scaling)
+        self.placement = _Slot(
+            Stage.PLACEMENT, pipeline.placement, backups.placement, cheap.placement
+        )
 
     # -- fault handling -------------------------------------------------------------------------
     def call(self, slot: _Slot[P], call: Callable[[P], T]) -> T:
@@ -278,18 +305,32 @@ class _Round:
 
         Once a stage has fallen back, the fallback answers the rest of that stage's calls
         in this decision (placement calls its policy once per job). Only one stage of a
-        decision may fall back: a second fault fails the decision.
+        decision may fall back after a fault: a second fault fails the decision. Once the
+        CPU budget is spent, every stage from then on hands over to its budget fallback.
         """
+        budget = self.budget
+        if budget is not None and slot.budget_backup is not None:
+            if self.spent is None:
+                try:
+                    budget.check()  # before the call: a placement call takes GPUs
+                except BudgetExceeded as spent:
+                    self.spent, self.spent_in = spent, slot.stage
+            if self.spent is not None:
+                self._hand_over(slot)
         try:
             # `_guarded`, inlined: placement runs this for every job it starts.
             try:
                 return call(slot.policy)
-            except PolicyFault:
+            except (PolicyFault, BudgetExceeded):
                 raise
             except Exception as exc:
                 raise PolicyFault(
                     slot.stage, _name(slot.policy), f"raised {type(exc).__name__}: {exc}"
                 ) from exc
+        except BudgetExceeded as spent:  # from the policy itself (`Context.check_budget`)
+            self.spent, self.spent_in = spent, slot.stage
+            self._hand_over(slot)
+            return _guarded(slot.stage, call, slot.policy)
         except PolicyFault as error:
             backup = slot.backup
             if backup is None or self.fallback is not None:
@@ -298,6 +339,35 @@ class _Round:
             self.refs[slot.stage.value] = _ref(backup)
             slot.policy, slot.backup = backup, None
             return _guarded(slot.stage, call, backup)
+
+    def _hand_over(self, slot: _Slot[P]) -> None:
+        """The budget is spent: this stage's budget fallback answers its calls from now on.
+
+        A stage whose policy is already that heuristic goes on as it is. The decision's
+        `fallback` names every heuristic that took over, and why the first did.
+        """
+        backup, slot.budget_backup = slot.budget_backup, None
+        if backup is None or type(backup) is type(slot.policy):
+            return
+        spent = self.spent
+        assert spent is not None
+        took_over = f"{_name(backup)!r} took over from {_name(slot.policy)!r}"
+        first = self.fallback
+        if first is None:
+            self.fallback = Fallback(
+                policy=_name(backup),
+                reason=(
+                    f"the decision's CPU budget of {spent.limit_s * 1000:g} ms ran out in "
+                    f"{self.spent_in.value} ({spent.used_s * 1000:.0f} ms used); {took_over}"
+                ),
+            )
+        else:
+            self.fallback = Fallback(
+                policy=f"{first.policy}, {_name(backup)}",
+                reason=f"{first.reason}; then {took_over} in {slot.stage.value}",
+            )
+        self.refs[slot.stage.value] = _ref(backup)
+        slot.policy, slot.backup = backup, None
 
     def _explain(self, job_id: str, status: JobStatus, reason: str) -> None:
         self.explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
@@ -725,16 +795,18 @@ def _ref(policy: object) -> PolicyRef:
 class _Slot(Generic[P]):
     """A stage's policy during one decision, and the fallback that may replace it."""
 
-    __slots__ = ("backup", "policy", "stage")
+    __slots__ = ("backup", "budget_backup", "policy", "stage")
 
-    def __init__(self, stage: Stage, policy: P, backup: P | None) -> None:
+    def __init__(self, stage: Stage, policy: P, backup: P | None, budget_backup: P | None) -> None:
         self.stage = stage
         self.policy = policy
         self.backup = backup
+        self.budget_backup = budget_backup
 
 
-def _fallbacks(profile: Profile, registry: Registry, models: ModelProvider | None) -> Fallbacks:
-    chosen = profile.fallback
+def _fallbacks(
+    chosen: Mapping[Stage, PolicyChoice], registry: Registry, models: ModelProvider | None
+) -> Fallbacks:
     admission = chosen.get(Stage.ADMISSION)
     ordering = chosen.get(Stage.ORDERING)
     scaling = chosen.get(Stage.SCALING)

@@ -56,6 +56,17 @@ class Profile(_Config):
         }[stage]
 
 
+BUDGET_FALLBACK: Mapping[Stage, PolicyChoice] = {
+    Stage.ADMISSION: PolicyChoice(name="accept_all"),
+    Stage.ORDERING: PolicyChoice(name="fifo", params={"backfill": True}),
+    Stage.SCALING: PolicyChoice(name="as_requested"),
+    Stage.PLACEMENT: PolicyChoice(name="first_fit"),
+}
+"""What finishes a stage whose policy ran past a decision's CPU budget, where the
+profile names no fallback of its own: each stage's plainest heuristic, linear in
+the jobs (the engine's `cpu_budget_s`; the service's ARBITER_DECISION_CPU_BUDGET_MS)."""
+
+
 class ProfileError(ValueError):
     """A profile that names an unknown policy or bad parameters."""
 

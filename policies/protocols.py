@@ -20,6 +20,7 @@ business (the service: the cache, keyed by cluster).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
@@ -30,6 +31,47 @@ from policies.capacity import FreeCapacity
 from policies.decision import AdmissionResult, Decision, ScalingResult, Stage
 from policies.model import Assignment, Frozen, Job, Snapshot
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
+
+
+class BudgetExceeded(Exception):
+    """The decision's CPU budget is spent (raised by :meth:`CpuBudget.check`)."""
+
+    def __init__(self, limit_s: float, used_s: float) -> None:
+        super().__init__(
+            f"ran past the decision's CPU budget of {limit_s * 1000:g} ms "
+            f"({used_s * 1000:.0f} ms used)"
+        )
+        self.limit_s = limit_s
+        self.used_s = used_s
+
+
+class CpuBudget:
+    """CPU time one decision may spend in its policies, counted on the deciding thread.
+
+    Thread CPU time, not wall time: a decision that waits for the GIL or for the
+    machine is not charged for it, so the same snapshot trips the budget on a busy
+    replica no sooner than on an idle one. The engine checks it before each policy
+    call; a policy whose single call can run long (a loop over every job) calls
+    :meth:`Context.check_budget` inside that loop. It trips once: from then on each
+    stage hands over to a plain heuristic, which finishes the decision unchecked.
+    """
+
+    __slots__ = ("armed", "limit_s", "started")
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.started = time.thread_time()
+        self.armed = True
+
+    def used_s(self) -> float:
+        return time.thread_time() - self.started
+
+    def check(self) -> None:
+        if self.armed:
+            used = time.thread_time() - self.started
+            if used > self.limit_s:
+                self.armed = False
+                raise BudgetExceeded(self.limit_s, used)
 
 
 @dataclass(frozen=True)
@@ -52,6 +94,8 @@ class Context:
     Empty while admission itself runs. Lets a later stage act on what admission
     decided this round (OASiS scaling reads the schedule its admission committed).
     """
+    budget: CpuBudget | None = None
+    """The decision's CPU budget, if the caller set one (the service does; simulations don't)."""
 
     @property
     def now(self) -> float:
@@ -60,6 +104,16 @@ class Context:
     @property
     def capacity_gpus(self) -> int:
         return self.snapshot.training_gpus()
+
+    def check_budget(self) -> None:
+        """Raise :class:`BudgetExceeded` if the decision's CPU budget is spent.
+
+        For policies whose one call loops over many jobs: call it once per job, so that
+        a snapshot too big for the budget hands over to the fallback promptly. Cheap
+        (one clock read); a no-op without a budget.
+        """
+        if self.budget is not None:
+            self.budget.check()
 
 
 class Ordering(Frozen, frozen=True):

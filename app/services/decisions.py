@@ -180,8 +180,10 @@ class DecisionService:
         shadow_backlog: int = 1000,
         shadow_retry_s: float = 5.0,
         limits: SnapshotLimits | None = None,
+        cpu_budget_s: float | None = None,
     ) -> None:
         self.limits = limits or SnapshotLimits()
+        self.cpu_budget_s = cpu_budget_s
         self.registry = registry
         self.profiles = profiles
         self.models = models
@@ -322,11 +324,14 @@ class DecisionService:
                         stages,
                         state=self.load_state(cluster_id, pipeline.state_keys),
                         seed=request.seed,
+                        cpu_budget_s=self.cpu_budget_s,
                     )
                     self.save_state(cluster_id, outcome.state)
                 decision = outcome.decision
             else:
-                decision = pipeline.decide(request.snapshot, stages, seed=request.seed)
+                decision = pipeline.decide(
+                    request.snapshot, stages, seed=request.seed, cpu_budget_s=self.cpu_budget_s
+                )
         except PolicyFault as fault:
             raise PolicyFailedError(str(fault)) from fault
         encoded = encode(decision)

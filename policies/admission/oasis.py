@@ -96,6 +96,9 @@ class OasisAdmission:
         market: Market | None = None
         out = []
         for job in jobs:
+            # A schedule search per job: thousands of new jobs can outrun a decision's
+            # CPU budget, and then the fallback admits the rest (the engine says so).
+            ctx.check_budget()
             committed = state.jobs.get(job.id)
             if committed is not None:
                 out.append(

@@ -297,3 +297,26 @@ def test_a_snapshot_over_the_configured_sizes_is_422_naming_the_limit(
 
     assert "snapshot.jobs: 3 items; at most 2 (ARBITER_MAX_JOBS)" in problems
     assert "snapshot.nodes: 2 items; at most 1 (ARBITER_MAX_NODES)" in problems
+
+
+def test_a_decision_past_its_cpu_budget_is_finished_by_heuristics_and_says_so(
+    settings: Settings,
+) -> None:
+    # A budget of a nanosecond is spent before the first policy runs.
+    tight = settings.model_copy(update={"decision_cpu_budget_ms": 1e-6})
+    with TestClient(create_app(tight)) as budgeted:
+        response = post(budgeted, {"profile": "oasis", "snapshot": small_snapshot()})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["fallback"]["policy"].startswith("accept_all")
+    assert "CPU budget" in body["fallback"]["reason"]
+    assert body["policies"]["admission"]["name"] == "accept_all"
+    assert {entry["job_id"] for entry in body["placement"]} >= {"running"}
+
+
+def test_the_default_cpu_budget_leaves_an_ordinary_decision_alone(client: TestClient) -> None:
+    response = post(client, {"profile": "oasis", "snapshot": small_snapshot()})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["fallback"] is None
