@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden fuzz clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -72,6 +72,12 @@ dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (abo
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
+
+chaos: $(STAMP) ## Faults under load (PostgreSQL stopped, Redis killed, a retrain worker killed): what was lost
+	$(BIN)/python scripts/chaos.py
+
+soak: $(STAMP) ## Mixed traffic for SOAK_MIN minutes (default 30): answers, losses, memory at start and end
+	$(BIN)/python scripts/chaos.py --soak-min $${SOAK_MIN:-30}
 
 golden: $(STAMP) ## Re-record the golden decisions and metrics (only for an intended change of behaviour)
 	$(BIN)/python -m tests.golden.record

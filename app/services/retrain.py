@@ -273,6 +273,12 @@ HEARTBEAT_EVERY_S = 10.0
 `ARBITER_RETRAIN_HEARTBEAT_TIMEOUT_S` (default 60 s, several beats)."""
 
 
+def heartbeat_interval(timeout_s: float) -> float:
+    """Beats often enough that a busy machine delaying one or two does not fail a live job:
+    four per timeout, at most every :data:`HEARTBEAT_EVERY_S`."""
+    return min(HEARTBEAT_EVERY_S, timeout_s / 4.0)
+
+
 class _Heartbeat:
     """A thread that touches the running job every `every_s` until stopped."""
 
@@ -470,7 +476,13 @@ def run_with_settings(
     engine = create_engine_for(settings.database_url)
     cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
     try:
-        return run_retrain_job(make_sessionmaker(engine), cache, job_id, on_progress=on_progress)
+        return run_retrain_job(
+            make_sessionmaker(engine),
+            cache,
+            job_id,
+            on_progress=on_progress,
+            heartbeat_s=heartbeat_interval(settings.retrain_heartbeat_timeout_s),
+        )
     finally:
         cache.close()
         engine.dispose()

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.schemas import RetrainRequest
-from app.services.retrain import RetrainService, _Heartbeat
+from app.services.retrain import RetrainService, _Heartbeat, heartbeat_interval
 from storage.db import create_engine_for, make_sessionmaker, upgrade_database
 from storage.models import RetrainStatus
 from storage.repositories import DecisionRepository, RetrainJobRepository
@@ -72,3 +72,9 @@ def test_a_worker_that_beats_keeps_its_job_running(sessions: sessionmaker[Sessio
     finally:
         heartbeat.stop()
     assert _updated_at(sessions, job_id) > before
+
+
+def test_workers_beat_four_times_per_timeout_and_at_most_every_ten_seconds() -> None:
+    assert heartbeat_interval(15.0) == 3.75
+    assert heartbeat_interval(60.0) == 10.0
+    assert heartbeat_interval(3600.0) == 10.0
