@@ -89,6 +89,13 @@ def _simulate_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run_simulate)
 
 
+def _sweep_options(parser: argparse.ArgumentParser) -> None:
+    from simulator.sweep_cli import add_sweep_arguments, run_sweep
+
+    add_sweep_arguments(parser)
+    parser.set_defaults(handler=run_sweep)
+
+
 def _train_options(parser: argparse.ArgumentParser) -> None:
     from app.retrain_cli import add_train_arguments, run_train
 
@@ -133,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="Replay a trace under one or more profiles.",
         declare=_simulate_options,
+    )
+    commands.add_parser(
+        "sweep",
+        help="A grid of simulations (cases, profiles, seeds, loads) on processes or Ray.",
+        declare=_sweep_options,
     )
     commands.add_parser(
         "train",
