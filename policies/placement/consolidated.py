@@ -17,7 +17,22 @@ from typing import ClassVar
 from policies.capacity import FreeCapacity, assignments_for, not_enough_room
 from policies.decision import Stage
 from policies.model import Job
-from policies.protocols import Context, NoParams, PlacementOutcome
+from pydantic import BaseModel, ConfigDict, Field
+
+from policies.protocols import Context, PlacementOutcome
+
+
+class ConsolidatedParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    split_jobs_that_fit_one_node: bool = Field(
+        default=True,
+        description=(
+            "When no single node has room for a job that would fit on one, spread it over "
+            "several (true), or let it wait for one node (false: as the Tiresias and Gavel "
+            "simulators place, and the way to compare with them under the ideal model, "
+            "where spreading costs nothing)."
+        ),
+    )
 
 
 class Consolidated:
@@ -28,15 +43,20 @@ class Consolidated:
     source: ClassVar[str] = (
         "Tiresias (Gu et al., NSDI 2019) §4.2; Gandiva (Xiao et al., OSDI 2018)."
     )
-    Params: ClassVar[type[NoParams]] = NoParams
+    Params: ClassVar[type[ConsolidatedParams]] = ConsolidatedParams
 
-    def __init__(self, params: NoParams) -> None:
+    def __init__(self, params: ConsolidatedParams) -> None:
         self.params = params
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
         single = best_single_node(job, workers, free)
         if single is not None:
             return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
+        need = workers * job.gpus_per_worker
+        if not self.params.split_jobs_that_fit_one_node and need <= free.max_gpus_per_node:
+            return PlacementOutcome(
+                reason=f"waits for one node with {need} free GPUs (it is never split across nodes)"
+            )
         if free.fits_by_gpus_alone(job):
             room = free.room(job)
             if room < workers:

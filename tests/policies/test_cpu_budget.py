@@ -10,7 +10,7 @@ from policies.capacity import FreeCapacity
 from policies.decision import JobStatus, Stage
 from policies.engine import Pipeline
 from policies.model import Job, Snapshot, decode_snapshot
-from policies.placement.consolidated import Consolidated
+from policies.placement.consolidated import Consolidated, ConsolidatedParams
 from policies.profiles import Profile, load_profiles
 from policies.protocols import Context, NoParams, PlacementOutcome
 from policies.registry import PolicySpec, Registry, build_registry
@@ -40,7 +40,7 @@ class SlowPlacement:
         until = time.thread_time() + SLOW_CALL_S
         while time.thread_time() < until:
             pass
-        return Consolidated(NoParams()).place(ctx, job, workers, free)
+        return Consolidated(ConsolidatedParams()).place(ctx, job, workers, free)
 
 
 def pipeline(**fields: object) -> Pipeline:

@@ -40,6 +40,24 @@ def test_consolidated_best_fit_packs_onto_one_node_when_it_can() -> None:
     assert outcome.assignments[0].gpu_indices == (2, 3)
 
 
+def test_consolidated_splits_a_job_that_fits_one_node_only_when_allowed() -> None:
+    snapshot = snap(
+        [node("a", gpus=4), node("b", gpus=4)],
+        [running("x", {"a": (0, 1)}), running("y", {"b": (0, 1)}), job("four", workers=4)],
+    )
+    free = FreeCapacity.for_training(snapshot)
+    free.take_held((j, j.placement) for j in snapshot.jobs if j.state is JobState.RUNNING)
+    whole = REGISTRY.placement("consolidated", {"split_jobs_that_fit_one_node": False})
+    four = snapshot.jobs_by_id["four"]
+
+    assert gpus_on(place("consolidated", snapshot, "four")) == {"a": 2, "b": 2}
+    kept_whole = whole.place(ctx(snapshot), four, 4, free)
+    assert kept_whole.assignments == ()
+    assert (
+        kept_whole.reason == "waits for one node with 4 free GPUs (it is never split across nodes)"
+    )
+
+
 def test_consolidated_prefers_one_rack() -> None:
     # Fewest nodes is two either way; the pair inside rack r0 beats the pair
     # that greedy largest-first would pick across racks (r1's six plus two more).
