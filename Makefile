@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl dl2-model openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers dl2-model openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared t
 
 results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility (section of docs/results.md, ~6 min)
 	$(BIN)/python scripts/evidence_oasis.py
+
+results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
+	$(BIN)/python scripts/evidence_peers.py
 
 results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
 	$(BIN)/python scripts/evidence_aryl.py
