@@ -19,7 +19,13 @@ from msgspec.structs import asdict
 from app.errors import InvalidRequestError, NotFoundError, PolicyFailedError
 from app.metrics import Metrics
 from app.schemas import ReclaimRequestBody
-from app.services.decisions import LogSink, SnapshotLimits, check_snapshot, decode_body
+from app.services.decisions import (
+    LogSink,
+    SnapshotLimits,
+    check_snapshot,
+    decode_body,
+    raw_snapshot,
+)
 from policies.common.reclaim import ReclaimRequestError, run_reclaim
 from policies.decision import PolicyRef, Stage
 from policies.engine import PolicyFault
@@ -98,7 +104,7 @@ class ReclaimService:
                 now=decision.now,
                 stages=[Stage.RECLAIM.value],
                 policies={Stage.RECLAIM.value: to_builtins(decision.policy)},
-                snapshot=request.snapshot,
+                snapshot=raw_snapshot(body),
                 decision=encoded,
                 latency_ms=elapsed * 1000.0,
                 fallback=to_builtins(result.fallback) if result.fallback else None,

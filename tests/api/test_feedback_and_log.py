@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
@@ -29,6 +30,25 @@ def test_decisions_are_logged_with_snapshot_and_versions(
         ).one()
     engine.dispose()
     assert tuple(row) == ("tiresias", "test")
+
+
+def test_the_log_keeps_the_snapshot_as_the_caller_sent_it(
+    client: TestClient, settings: Settings
+) -> None:
+    sent = orjson.dumps({"profile": "fifo", "seed": 3, "snapshot": small_snapshot()})
+    decision = client.post(
+        "/v1/decisions", content=sent, headers={"content-type": "application/json"}
+    ).json()
+    _flush(client)
+
+    engine = create_engine(settings.database_url)
+    with engine.connect() as connection:
+        stored = connection.execute(
+            text("SELECT snapshot FROM decisions WHERE decision_id = :id"),
+            {"id": decision["decision_id"]},
+        ).scalar_one()
+    engine.dispose()
+    assert orjson.loads(stored) == small_snapshot()
 
 
 def test_feedback_is_accepted_and_idempotent_by_event_id(
