@@ -14,11 +14,11 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import ClassVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from policies.capacity import FreeCapacity, assignments_for, not_enough_room
 from policies.decision import Stage
 from policies.model import Job
-from pydantic import BaseModel, ConfigDict, Field
-
 from policies.protocols import Context, PlacementOutcome
 
 
