@@ -96,6 +96,13 @@ def _sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run_sweep)
 
 
+def _dispatch_simulate_options(parser: argparse.ArgumentParser) -> None:
+    from simulator.accelerator.cli import add_dispatch_simulate_arguments, run_dispatch_simulate
+
+    add_dispatch_simulate_arguments(parser)
+    parser.set_defaults(handler=run_dispatch_simulate)
+
+
 def _train_options(parser: argparse.ArgumentParser) -> None:
     from app.retrain_cli import add_train_arguments, run_train
 
@@ -145,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep",
         help="A grid of simulations (cases, profiles, seeds, loads) on processes or Ray.",
         declare=_sweep_options,
+    )
+    commands.add_parser(
+        "dispatch-simulate",
+        help="Run inference dispatch scenarios on the accelerator simulator under profiles.",
+        declare=_dispatch_simulate_options,
     )
     commands.add_parser(
         "train",

@@ -12,6 +12,7 @@ from app.errors import ForbiddenError, UnauthorizedError
 from app.metrics import Metrics
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
+from app.services.dispatch import DispatchService
 from app.services.health import HealthService
 from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
@@ -32,6 +33,7 @@ class Services:
     models: ModelService
     retrain: RetrainService
     threads: DecisionThreads  # where the raw-body routes run their service calls
+    dispatch: DispatchService
 
 
 def _services(request: Request) -> Services:

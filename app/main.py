@@ -25,15 +25,17 @@ from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
 from app.metrics import Metrics
-from app.routers import admin, catalog, decisions, feedback, health, reclaim
+from app.routers import admin, catalog, decisions, dispatch, feedback, health, reclaim
 from app.schemas import (
     DecisionRequest,
+    DispatchRequestBody,
     FeedbackRequest,
     ReclaimRequestBody,
     StageDecisionRequest,
 )
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService, SnapshotLimits
+from app.services.dispatch import DispatchService
 from app.services.health import HealthService
 from app.services.models import ActiveModels, ModelService, ModelWatcher
 from app.services.reclaim import ReclaimService
@@ -42,6 +44,7 @@ from app.services.shadow import shadow_targets
 from app.settings import Settings
 from app.threads import DecisionThreads
 from policies.decision import Decision
+from policies.dispatch.model import DispatchDecision
 from policies.profiles import load_profiles
 from policies.protocols import learned_model_key
 from policies.reclaim_models import ReclaimDecision
@@ -138,8 +141,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shadow_retry_s=settings.models_check_interval_s,
             cpu_budget_s=settings.decision_cpu_budget_ms / 1000.0 or None,
         )
+        dispatch_service = DispatchService(
+            registry, profiles, decision_log, metrics, limits=limits, models=active_models
+        )
+
+        def models_changed(changed: set[str]) -> None:
+            decision_service.rebuild(changed)
+            dispatch_service.rebuild(changed)
+
         watcher = ModelWatcher(
-            active_models, cache, decision_service.rebuild, settings.models_check_interval_s
+            active_models, cache, models_changed, settings.models_check_interval_s
         )
         watcher.start()
         queue: RetrainQueue = (
@@ -170,6 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings.retrain_heartbeat_timeout_s,
             ),
             threads=DecisionThreads(settings.decision_threads),
+            dispatch=dispatch_service,
         )
         app.state.decision_log = decision_log
         app.state.model_watcher = watcher
@@ -208,6 +220,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (
         decisions.router,
         reclaim.router,
+        dispatch.router,
         feedback.router,
         catalog.router,
         health.router,
@@ -227,7 +240,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Raw-body routes declare their request schemas by reference; add those models:
         # the core's Structs through msgspec's generator, the rest through pydantic's.
         _, core_defs = msgspec.json.schema_components(
-            (DecisionRequest, StageDecisionRequest, ReclaimRequestBody, Decision, ReclaimDecision),
+            (
+                DecisionRequest,
+                StageDecisionRequest,
+                ReclaimRequestBody,
+                Decision,
+                ReclaimDecision,
+                DispatchRequestBody,
+                DispatchDecision,
+            ),
             ref_template="#/components/schemas/{name}",
         )
         _, defs = models_json_schema(

@@ -13,6 +13,7 @@ from msgspec import Meta
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from policies.decision import Stage
+from policies.dispatch.model import DispatchSnapshot
 from policies.model import MAX_WORKERS, Frozen, Snapshot
 
 MAX_SEED = 2**31 - 1
@@ -82,6 +83,16 @@ class ReclaimRequestBody(Frozen, frozen=True, kw_only=True):
         | None
     ) = None
     seed: Annotated[int, Meta(ge=0, le=MAX_SEED, description="Seed of randomised policies.")] = 0
+
+
+class DispatchRequestBody(Frozen, frozen=True, kw_only=True):
+    """POST /v1/dispatch."""
+
+    profile: Annotated[
+        str,
+        Meta(description="Profile name; its `dispatch` policy answers.", examples=["relmas"]),
+    ]
+    snapshot: DispatchSnapshot
 
 
 class _Event(BaseModel):

@@ -21,6 +21,8 @@ class Stage(StrEnum):
     PLACEMENT = "placement"
     # A separate call (POST /v1/reclaim), not part of a decision: see policies.common.reclaim.
     RECLAIM = "reclaim"
+    # A separate call too (POST /v1/dispatch): see policies.dispatch.run.
+    DISPATCH = "dispatch"
 
 
 ENGINE_STAGES: tuple[Stage, ...] = (

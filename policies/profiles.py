@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
@@ -41,6 +41,12 @@ class Profile(_Config):
         default=PolicyChoice(name="fewest_jobs"),
         description="Answers POST /v1/reclaim (loaned servers going back); not a decide stage.",
     )
+    dispatch: PolicyChoice = Field(
+        default=PolicyChoice(name="edf"),
+        description=(
+            "Answers POST /v1/dispatch (inference onto sub-accelerators); not a decide stage."
+        ),
+    )
     fallback: dict[Stage, PolicyChoice] = Field(
         default_factory=dict,
         description="Heuristic per stage used when the stage's policy cannot answer.",
@@ -53,6 +59,7 @@ class Profile(_Config):
             Stage.SCALING: self.scaling,
             Stage.PLACEMENT: self.placement,
             Stage.RECLAIM: self.reclaim,
+            Stage.DISPATCH: self.dispatch,
         }[stage]
 
 
@@ -181,6 +188,57 @@ def builtin_profiles() -> list[Profile]:
             ordering=choice("fifo", backfill=True),
             placement=choice("loan_aware", use_loaned=False),
             reclaim=choice("fewest_jobs"),
+        ),
+        *_dispatch_profiles(choice),
+    ]
+
+
+def _dispatch_profiles(choice: Callable[..., PolicyChoice]) -> list[Profile]:
+    """Profiles named after their dispatch policy (POST /v1/dispatch, docs/relmas.md).
+
+    Their other stages are the defaults (FIFO, consolidated): a profile answers every
+    call, and these are meant for dispatch.
+    """
+    return [
+        Profile(
+            name="fcfs",
+            description="Dispatch: oldest request first, each on the fastest idle sub-accelerator.",
+            dispatch=choice("fcfs"),
+        ),
+        Profile(
+            name="edf",
+            description="Dispatch: earliest deadline first, on the fastest idle sub-accelerator.",
+            dispatch=choice("edf"),
+        ),
+        Profile(
+            name="llf",
+            description="Dispatch: least laxity first, on the fastest idle sub-accelerator.",
+            dispatch=choice("llf"),
+        ),
+        Profile(
+            name="eft-greedy",
+            description=(
+                "Dispatch: by deadline, each layer where it finishes earliest, busy "
+                "sub-accelerators and DRAM bandwidth contention counted."
+            ),
+            dispatch=choice("eft_greedy"),
+        ),
+        Profile(
+            name="prema",
+            description=(
+                "Dispatch: PREMA token priority; candidates run shortest remaining first."
+            ),
+            dispatch=choice("prema"),
+        ),
+        Profile(
+            name="relmas",
+            description=(
+                "Dispatch: RELMAS, a policy network trained by RL in the accelerator "
+                "simulator scores (request, sub-accelerator) pairs. Falls back to EDF when "
+                "the model is missing, invalid or slow."
+            ),
+            dispatch=choice("relmas"),
+            fallback={Stage.DISPATCH: choice("edf")},
         ),
     ]
 

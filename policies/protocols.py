@@ -29,6 +29,8 @@ from pydantic import BaseModel, JsonValue
 
 from policies.capacity import FreeCapacity
 from policies.decision import AdmissionResult, Decision, ScalingResult, Stage
+from policies.dispatch.model import DispatchChoice
+from policies.dispatch.view import DispatchView
 from policies.model import Assignment, Frozen, Job, Snapshot
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
@@ -209,6 +211,22 @@ class ReclaimPolicy(PolicyInfo, Protocol):
         - a reason for every returned server and every listed job.
         :mod:`policies.reclaim.impact` works all of this out for a chosen set of
         servers, so a policy's body is only its choice.
+        """
+        ...
+
+
+@runtime_checkable
+class DispatchPolicy(PolicyInfo, Protocol):
+    def dispatch(self, view: DispatchView) -> DispatchChoice:
+        """Choose which ready requests start their next layer now, where and in what order.
+
+        A separate call (POST /v1/dispatch), not a stage of `decide`. May assume the
+        snapshot is valid. Must return `starts` in start order, each naming a request of
+        `view.ready` (not one whose layer is in flight) and an idle, online
+        sub-accelerator whose style has a cost for that request's next layer; no request
+        and no sub-accelerator twice. Every key of `reasons` must be a ready request.
+        :func:`policies.dispatch.run.run_dispatch` checks all of this and explains
+        every request of the snapshot.
         """
         ...
 

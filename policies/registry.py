@@ -19,6 +19,12 @@ from policies.admission.load_threshold import LoadThreshold
 from policies.admission.oasis import OasisAdmission
 from policies.admission.quota import TenantQuota
 from policies.decision import Stage
+from policies.dispatch.edf import EdfDispatch
+from policies.dispatch.eft_greedy import EftGreedyDispatch
+from policies.dispatch.fcfs import FcfsDispatch
+from policies.dispatch.llf import LeastLaxityDispatch
+from policies.dispatch.prema import PremaDispatch
+from policies.dispatch.relmas import RelmasDispatch
 from policies.learned.models import ModelProvider
 from policies.ordering.fifo import Fifo
 from policies.ordering.sjf import ShortestJobFirst
@@ -31,6 +37,7 @@ from policies.placement.random_fit import RandomFit
 from policies.placement.spread import Spread
 from policies.protocols import (
     AdmissionPolicy,
+    DispatchPolicy,
     OrderingPolicy,
     PlacementPolicy,
     PolicyInfo,
@@ -48,7 +55,14 @@ from policies.scaling.drf import DominantResourceFairness
 from policies.scaling.oasis import OasisScaling
 from policies.scaling.optimus import Optimus
 
-AnyPolicy = AdmissionPolicy | OrderingPolicy | ScalingPolicy | PlacementPolicy | ReclaimPolicy
+AnyPolicy = (
+    AdmissionPolicy
+    | OrderingPolicy
+    | ScalingPolicy
+    | PlacementPolicy
+    | ReclaimPolicy
+    | DispatchPolicy
+)
 
 
 class UnknownPolicyError(LookupError):
@@ -172,6 +186,14 @@ class Registry:
     def reclaim(self, name: str, params: Mapping[str, object] | None = None) -> ReclaimPolicy:
         return cast(ReclaimPolicy, self.create(Stage.RECLAIM, name, params))
 
+    def dispatch(
+        self,
+        name: str,
+        params: Mapping[str, object] | None = None,
+        models: ModelProvider | None = None,
+    ) -> DispatchPolicy:
+        return cast(DispatchPolicy, self.create(Stage.DISPATCH, name, params, models))
+
 
 def build_registry() -> Registry:
     """Every policy Arbiter ships, one line each."""
@@ -199,5 +221,11 @@ def build_registry() -> Registry:
             PolicySpec(ArylReclaim),
             PolicySpec(FewestJobs),
             PolicySpec(RandomReclaim),
+            PolicySpec(FcfsDispatch),
+            PolicySpec(EdfDispatch),
+            PolicySpec(LeastLaxityDispatch),
+            PolicySpec(EftGreedyDispatch),
+            PolicySpec(PremaDispatch),
+            PolicySpec(RelmasDispatch),
         ]
     )

@@ -61,7 +61,7 @@ class CatalogService:
                 s.value: PolicyChoiceOut(
                     name=profile.choice(s).name, params=profile.choice(s).params
                 )
-                for s in (*ENGINE_STAGES, Stage.RECLAIM)
+                for s in (*ENGINE_STAGES, Stage.RECLAIM, Stage.DISPATCH)
             },
             fallback={
                 s.value: PolicyChoiceOut(name=c.name, params=c.params)

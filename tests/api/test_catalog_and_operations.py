@@ -15,7 +15,14 @@ def test_profiles_lists_objects_with_name_and_stages(client: TestClient) -> None
     assert {"fifo", "sjf", "srtf", "tiresias", "drf", "optimus"} <= names
     tiresias = next(p for p in profiles if p["name"] == "tiresias")
     assert tiresias["stages"]["ordering"]["name"] == "tiresias"
-    assert set(tiresias["stages"]) == {"admission", "ordering", "scaling", "placement", "reclaim"}
+    assert set(tiresias["stages"]) == {
+        "admission",
+        "ordering",
+        "scaling",
+        "placement",
+        "reclaim",
+        "dispatch",
+    }
 
 
 def test_single_profile_and_unknown_profile(client: TestClient) -> None:

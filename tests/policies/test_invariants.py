@@ -34,6 +34,7 @@ from policies.model import (
 from policies.profiles import Profile, load_profiles
 from policies.protocols import (
     AdmissionPolicy,
+    DispatchPolicy,
     Ordering,
     OrderingPolicy,
     PlacementOutcome,
@@ -144,6 +145,7 @@ def test_every_policy_describes_itself(spec: PolicySpec) -> None:
             Stage.SCALING: ScalingPolicy,
             Stage.PLACEMENT: PlacementPolicy,
             Stage.RECLAIM: ReclaimPolicy,
+            Stage.DISPATCH: DispatchPolicy,
         }[spec.stage],
     )
 

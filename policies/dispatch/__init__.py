@@ -1,0 +1,1 @@
+"""Dispatch of DNN inference requests onto sub-accelerators (DESIGN §2): one policy per file."""

@@ -1,0 +1,93 @@
+"""Who answers the accelerator simulator's snapshots: the policies in process, or a service.
+
+In process, :func:`policies.dispatch.run.run_dispatch` with the profile's dispatch
+policy and fallback, built by :func:`policies.dispatch.run.build_dispatch` exactly as
+the service builds them; over HTTP, `POST {URL}/v1/dispatch` with `{"profile",
+"snapshot"}`. The two give the same answers (tests/simulator/test_accelerator.py).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import httpx
+import orjson
+
+from policies.dispatch.model import DispatchDecision, DispatchResult, DispatchSnapshot
+from policies.dispatch.run import Dispatches, DispatchPair, build_dispatch, run_dispatch
+from policies.learned.models import ModelProvider
+from policies.model import decode, encode
+from policies.profiles import load_profiles
+from policies.registry import build_registry
+
+
+class Dispatcher(Protocol):
+    name: str
+
+    def __call__(self, snapshot: DispatchSnapshot) -> DispatchResult: ...
+
+
+class DispatchServiceError(RuntimeError):
+    pass
+
+
+class PolicyDispatcher:
+    """A dispatch policy (and fallback) called in process, as the service calls them."""
+
+    def __init__(self, name: str, policy: Dispatches, fallback: Dispatches | None = None) -> None:
+        self.name = name
+        self.policy = policy
+        self.fallback = fallback
+
+    def __call__(self, snapshot: DispatchSnapshot) -> DispatchResult:
+        result, _ = run_dispatch(self.policy, snapshot, self.fallback)
+        return result
+
+
+class InProcessDispatcher(PolicyDispatcher):
+    """A profile's dispatch policy and fallback, built as the service builds them."""
+
+    def __init__(self, profile: str, models: ModelProvider | None = None) -> None:
+        registry = build_registry()
+        pairs = build_dispatch(registry, load_profiles(registry), models)
+        if profile not in pairs:
+            raise LookupError(f"unknown profile {profile!r}; known: {', '.join(sorted(pairs))}")
+        pair: DispatchPair = pairs[profile]
+        super().__init__(profile, pair.policy, pair.fallback)
+
+
+class HttpDispatcher:
+    """A running service; `client` may be any `httpx.Client` (a TestClient in tests)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        profile: str,
+        *,
+        client: httpx.Client | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.name = profile
+        self._owns_client = client is None
+        self.client = client or httpx.Client(base_url=base_url, timeout=timeout_s)
+        root = base_url.rstrip("/") if client is None else ""
+        self.url = root + "/v1/dispatch"
+        self._profile_json = orjson.dumps(profile)
+
+    def __call__(self, snapshot: DispatchSnapshot) -> DispatchResult:
+        body = b'{"profile":' + self._profile_json + b',"snapshot":' + encode(snapshot) + b"}"
+        response = self.client.post(
+            self.url, content=body, headers={"content-type": "application/json"}
+        )
+        if response.status_code != 200:
+            raise DispatchServiceError(
+                f"POST {self.url} answered {response.status_code}: {response.text[:500]}"
+            )
+        try:
+            return decode(response.content, DispatchDecision)
+        except ValueError as error:
+            raise DispatchServiceError(f"POST {self.url}: not a dispatch: {error}") from error
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()

@@ -1,0 +1,1 @@
+"""Train RELMAS in the accelerator simulator: imitation, then policy gradient."""
