@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers dl2-model openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-relmas dl2-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -72,6 +72,15 @@ results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
 	$(BIN)/python scripts/train_dl2.py
+
+relmas-model: $(STAMP) ## Retrain the shipped RELMAS model in the accelerator simulator (about 7 min here)
+	$(BIN)/python scripts/train_relmas.py
+
+results-relmas: $(STAMP) ## RELMAS vs the dispatch baselines, 3 seeds per scenario: section relmas of docs/results.md
+	$(BIN)/python scripts/evidence_relmas.py
+
+bench-relmas: $(STAMP) ## Dispatch decision time for 64 pending requests on one core, every dispatch profile
+	$(BIN)/python scripts/bench_relmas.py
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py

@@ -1,0 +1,164 @@
+"""Evidence for RELMAS: SLA satisfaction against every baseline, beside the paper.
+
+    .venv/bin/python scripts/evidence_relmas.py            # section `relmas` of docs/results.md
+    .venv/bin/python scripts/evidence_relmas.py --seeds 1 --out /tmp/results.md
+
+Blanco et al., RELMAS (DAC 2024), report up to +173 % SLA satisfaction rate against
+state-of-the-art schedulers with < 1.5 % energy overhead. This script runs every named
+scenario of the accelerator simulator (docs/relmas.md) over `--seeds` seeds (0, 1, …;
+the trainer never sees them) under `relmas` and every dispatch baseline, through the
+same code the service calls, and writes: SLA satisfaction per scenario (mean and
+range over seeds), per-tenant satisfaction, utilisation and energy per request in the
+heaviest scenario, decision time, our relative improvement over the best baseline and
+RELMAS's energy per request against that baseline's. A plot of SLA satisfaction over
+load goes to docs/img/relmas_sla_over_load.png. Deterministic but for the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from policies.learned.relmas.shipped import shipped_model  # noqa: E402
+from scripts.results_sections import splice  # noqa: E402
+from simulator.accelerator.cli import simulate  # noqa: E402
+from simulator.accelerator.report import plot_sla_over_load  # noqa: E402
+from simulator.accelerator.workload import scenarios  # noqa: E402
+
+PROFILES = ("relmas", "eft-greedy", "prema", "edf", "llf", "fcfs")
+BASELINES = PROFILES[1:]
+HEAVIEST = "heavy-mixed"
+ORDER = (
+    "light-homogeneous",
+    "medium-homogeneous",
+    "heavy-homogeneous",
+    "light-mixed",
+    "medium-mixed",
+    "heavy-mixed",
+)
+
+
+def _cell(row: dict[str, Any], key: str = "sla_satisfaction") -> str:
+    values = [r[key] for r in row["runs"]]
+    return f"{row[key]:.3f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def section(rows: list[dict[str, Any]], seeds: list[int], wall_s: float) -> str:
+    by = {(r["scenario"], r["profile"]): r for r in rows}
+    table = scenarios()
+    lines = [
+        "## RELMAS: SLA satisfaction of inference dispatch against five baselines",
+        "",
+        "`make results-relmas` (scripts/evidence_relmas.py). Every named scenario of the "
+        "accelerator simulator (docs/relmas.md: two weight-stationary, one output-stationary "
+        "and one row-stationary sub-accelerator sharing 256 GB/s of DRAM; MAESTRO per-layer "
+        "costs; arrivals shaped on the GenAI gateway's QPS; deadlines 4x, 8x and 16x the "
+        "isolated best time for the interactive, standard and batch tenants), "
+        f"seeds {seeds} (unseen in training), shipped model `{shipped_model().version}`. "
+        "Cells: mean over seeds (min–max).",
+        "",
+        "| scenario | load ρ | " + " | ".join(PROFILES) + " |",
+        "|---|---|" + "---|" * len(PROFILES),
+    ]
+    for name in ORDER:
+        cells = [_cell(by[(name, p)]) for p in PROFILES]
+        lines.append(f"| {name} | {table[name].load} | " + " | ".join(cells) + " |")
+    heavy = {p: by[(HEAVIEST, p)] for p in PROFILES}
+    tenants = sorted(heavy["relmas"]["sla_by_tenant"])
+    lines += [
+        "",
+        f"In `{HEAVIEST}`, per tenant, utilisation (mean busy share of the four "
+        "sub-accelerators), energy per request, share of time over the DRAM budget, "
+        "and decision time per round (in process, this machine, during the run):",
+        "",
+        "| profile | "
+        + " | ".join(f"SLA {t}" for t in tenants)
+        + " | utilisation | energy mJ/request | over DRAM budget | decision p50 / p99 ms |",
+        "|---|" + "---|" * (len(tenants) + 4),
+    ]
+    for p in PROFILES:
+        r = heavy[p]
+        lines.append(
+            f"| {p} | "
+            + " | ".join(f"{r['sla_by_tenant'][t]:.3f}" for t in tenants)
+            + f" | {r['mean_utilization']:.2f} | {r['energy_per_request_mj']:.2f} | "
+            f"{r['bandwidth_saturated_share']:.2f} | "
+            f"{r['decision_ms_p50']:.3f} / {r['decision_ms_p99']:.3f} |"
+        )
+    lines += ["", "**Against the paper.**", ""]
+    for name in ("heavy-mixed", "heavy-homogeneous", "medium-mixed"):
+        best = max(BASELINES, key=lambda p: by[(name, p)]["sla_satisfaction"])
+        worst = min(BASELINES, key=lambda p: by[(name, p)]["sla_satisfaction"])
+        ours = by[(name, "relmas")]
+        gain = ours["sla_satisfaction"] / max(by[(name, best)]["sla_satisfaction"], 1e-9) - 1
+        top = ours["sla_satisfaction"] / max(by[(name, worst)]["sla_satisfaction"], 1e-9) - 1
+        energy = ours["energy_per_request_mj"] / by[(name, best)]["energy_per_request_mj"] - 1
+        lines.append(
+            f"- `{name}`: RELMAS {ours['sla_satisfaction']:.3f} against the best baseline "
+            f"`{best}` {by[(name, best)]['sla_satisfaction']:.3f}: **{gain:+.0%}** "
+            f"(against the worst, `{worst}`: {top:+.0%}); energy per request "
+            f"{energy:+.1%} against `{best}`."
+        )
+    lines += [
+        "",
+        "The paper reports up to **+173 %** SLA satisfaction against state-of-the-art "
+        "schedulers with **< 1.5 %** energy overhead. Which schedulers those were, and "
+        "at which load, is not known here (the full text is not available), so the "
+        "figures above are set beside it, not matched to it: our +173 %-style figure "
+        "is the gain over the *worst* baseline of a scenario, the honest headline is the "
+        'gain over the *best*. Where the gain comes from (docs/relmas.md, "Results"): '
+        "RELMAS learned, from its teacher, to serve first the requests that can still "
+        "make their deadline and to leave the hopeless ones for later, and to take the "
+        "layer's best style even when it means waiting for it; EDF, LLF and PREMA spend "
+        "the fast sub-accelerators on requests already lost under overload, and every "
+        "list baseline takes the first idle sub-accelerator, often a style five times "
+        "slower for that layer. The bandwidth-aware greedy avoids the second mistake, "
+        "not the first. In the light scenarios there is little to gain and RELMAS can "
+        "be slightly below the greedy; energy differs because styles differ in energy "
+        "per layer (MAESTRO's activity counts), so a policy that favours the fast "
+        "weight-stationary style also changes energy, either way. The RL stage of "
+        "training did not beat its imitation checkpoint within the budget "
+        '(docs/relmas.md, "Training"), so the shipped network is mostly its teacher\'s '
+        "policy, distilled.",
+        "",
+        "![SLA satisfaction over load](img/relmas_sla_over_load.png)",
+        "",
+        f"Run: {len(rows) * len(seeds)} episodes in {wall_s:.0f} s on "
+        f"{platform.machine()} ({platform.python_version()}), one torch thread.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    seeds = list(range(args.seeds))
+    started = time.perf_counter()
+    rows = simulate(list(ORDER), list(PROFILES), seeds)
+    wall = time.perf_counter() - started
+    loads = {n: s.load for n, s in scenarios().items()}
+    image_dir = args.out.parent / "img"
+    image_dir.mkdir(parents=True, exist_ok=True)
+    plot = plot_sla_over_load(rows, loads, image_dir)
+    plot.rename(image_dir / "relmas_sla_over_load.png")
+    splice(args.out, "relmas", section(rows, seeds, wall))
+    print(section(rows, seeds, wall))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
