@@ -21,6 +21,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from app.cli import build_parser
+from policies.dispatch.model import DispatchSnapshot, dispatch_problems
 from policies.model import Snapshot, convert, decode_snapshot, snapshot_problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,8 +341,23 @@ def test_example_snapshot_validates_without_problems(name: str) -> None:
     snapshot = example_snapshot(EXAMPLES / name)
     if snapshot is None:
         pytest.skip(f"{name} holds no snapshot")
+    if "dram_bandwidth_gbps" in snapshot:  # an accelerator system, for POST /v1/dispatch
+        assert dispatch_problems(convert(snapshot, DispatchSnapshot)) == []
+        return
     problems = snapshot_problems(convert(snapshot, Snapshot))
     assert problems == []
+
+
+def test_the_dispatch_example_is_what_its_generator_writes() -> None:
+    script = ROOT / "scripts" / "generate_dispatch_example.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_generator_reproduces_the_committed_examples_byte_for_byte(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ Neural Processing Units", HPCA 2020, §IV. A request's tokens are its tenant's
 priority times (1 + waited time / isolated time), so a request gains a priority's
 worth of tokens for every isolated run time it has waited (the paper's
 slowdown-normalised accumulation); candidates are those with at least
-`threshold` × the highest priority among the ready requests (the paper sets the
-threshold at the highest priority level present); candidates run shortest estimated
+`threshold` × the highest priority among the ready requests (ours, after PREMA's
+threshold tied to the priority levels present); candidates run shortest estimated
 remaining time first, then the rest by tokens. No preemption: a layer, once started,
 runs to its end (layers are short; the paper preempts whole networks).
 """

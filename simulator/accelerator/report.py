@@ -40,6 +40,10 @@ def metrics(result: RunResult) -> dict[str, Any]:
         "avg_latency_ms": float(np.mean(latency)) if latency else 0.0,
         "p99_latency_ms": float(np.percentile(latency, 99)) if latency else 0.0,
         "bandwidth_saturated_share": result.saturated_s / span,
+        "layer_share_by_style": {
+            style: count / max(1, sum(result.layers_by_style.values()))
+            for style, count in sorted(result.layers_by_style.items())
+        },
         "makespan_s": result.makespan_s,
         "rounds": result.rounds,
         "fallbacks": result.fallbacks,

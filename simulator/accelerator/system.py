@@ -77,6 +77,8 @@ class RunResult:
     round_times: list[float] = field(default_factory=list)
     """When each dispatch round happened."""
     round_saturated_s: list[float] = field(default_factory=list)
+    layers_by_style: dict[str, int] = field(default_factory=dict)
+    """Layers started on each dataflow style."""
     """Time over the bandwidth budget between each round and the one before."""
 
 
@@ -107,6 +109,7 @@ def run_episode(
     round_times: list[float] = []
     round_saturated: list[float] = []
     saturated_before = 0.0
+    layers_by_style: dict[str, int] = {}
     upcoming = 0
     while upcoming < len(arrivals) or pending:
         demand = sum(r.cost.bandwidth_gbps for r in running.values() if r is not None)
@@ -208,6 +211,7 @@ def run_episode(
                 request_id=record.id, layer=record.next_layer, cost=cost, work_left_s=cost.latency_s
             )
             record.energy_j += cost.energy_j
+            layers_by_style[style] = layers_by_style.get(style, 0) + 1
             if record.started is None:
                 record.started = now
     return RunResult(
@@ -222,4 +226,5 @@ def run_episode(
         snapshots=snapshots,
         round_times=round_times,
         round_saturated_s=round_saturated,
+        layers_by_style=layers_by_style,
     )

@@ -3,12 +3,14 @@ same results in process and over HTTP."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.cli import main
 from app.main import create_app
 from app.settings import Settings
 from policies.dispatch.model import DnnLayer, DnnModel, StyleCost
@@ -124,3 +126,31 @@ def test_dispatch_simulate_via_http_gives_the_in_process_results(client: TestCli
     )
     assert strip(local) == strip(remote)
     assert len(strip(local)) == 4
+
+
+def test_dispatch_simulate_prints_one_json_object_with_the_metrics(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(
+        [
+            "dispatch-simulate",
+            "--scenario",
+            "light-homogeneous",
+            "--profile",
+            "edf",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    (row,) = printed["results"]
+    assert row["scenario"] == "light-homogeneous"
+    assert row["profile"] == "edf"
+    assert 0.0 <= row["sla_satisfaction"] <= 1.0
+    assert set(row["sla_by_tenant"]) == {"interactive", "standard", "batch"}
+    assert set(row["utilization"]) == {"ws0", "ws1", "os2", "rs3"}
+    assert row["energy_per_request_mj"] > 0
+    assert (tmp_path / "report.md").exists()
+    assert (tmp_path / "sla_over_load.png").exists()
