@@ -142,7 +142,10 @@ def section(rows: list[dict[str, Any]], seeds: list[int], wall_s: float) -> str:
         "The RL stage of "
         "training did not beat its imitation checkpoint within the budget "
         '(docs/relmas.md, "Training"), so the shipped network is mostly its teacher\'s '
-        "policy, distilled.",
+        "policy, distilled. Runs are deterministic but for one thing: a RELMAS round over "
+        "its latency budget (50 ms; a loaded machine's stall) is answered by EDF, as it "
+        "would be when served, so reruns on a busy machine can differ slightly "
+        "(`heavy-mixed` 0.807 and 0.815 in two runs of this script).",
         "",
         "![SLA satisfaction over load](img/relmas_sla_over_load.png)",
         "",
