@@ -69,7 +69,7 @@ def snapshot_with(pending: int) -> DispatchSnapshot:
     first = requests[0]
     layer = costs.models[first.model].layers[first.next_layer]
     busy_style = layer.costs[0].style
-    accelerators = []
+    accelerators: list[SubAccelerator] = []
     for i, style in enumerate(scenario.accelerators):
         running = None
         if style == busy_style and not any(a.running for a in accelerators):
