@@ -37,7 +37,7 @@ PES = "256"
 STYLE_OF_DATAFLOW = {"kcp_ws": "ws", "ckp_ws": "ws", "yxp_os": "os", "rs": "rs"}
 STYLES = ("ws", "os", "rs")
 
-# The models with at least two styles in our MAESTRO runs, by size (MACs): the
+# The models with at least two styles in the MAESTRO runs, by size (MACs): the
 # homogeneous scenarios use the small ones, the mixed ones all.
 SMALL_MODELS = ("mnasnet", "MobileNetV2", "squeezenet1_0")
 LARGE_MODELS = ("googlenet", "Resnet50", "ResNeXt50", "vgg16")
