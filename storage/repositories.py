@@ -76,6 +76,10 @@ def _window(
     return query
 
 
+SCHEDULING_STAGES = frozenset({"admission", "ordering", "scaling", "placement"})
+"""The stages of a logged scheduling decision; a reclaim or dispatch answer has others."""
+
+
 def _table(model: type[Any]) -> Table:
     table = model.__table__
     assert isinstance(table, Table)
@@ -141,15 +145,19 @@ class DecisionRepository:
     ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """``(snapshot, decision)`` JSON of the window's decisions, oldest first, for training.
 
-        Only the two documents are read, a page at a time, so a large window is not
-        held in memory twice (rows and the trainer's copies).
+        Only the scheduling decisions (admission to placement): reclaim and dispatch
+        answers share the table but not the documents' shape, and are skipped (after
+        `limit`, which counts every row of the window). Only the documents and stages are
+        read, a page at a time, so a large window is not held in memory twice (rows and
+        the trainer's copies).
         """
-        query = select(Decision.snapshot, Decision.decision)
+        query = select(Decision.snapshot, Decision.decision, Decision.stages)
         query = _window(query, since, until, profile, exclude_callers)
         query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
         result = self._session.execute(query.execution_options(yield_per=page_size))
         for row in result:
-            yield row.snapshot, row.decision
+            if SCHEDULING_STAGES.issuperset(row.stages):
+                yield row.snapshot, row.decision
 
 
 class FeedbackRepository:

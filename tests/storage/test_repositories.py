@@ -311,6 +311,29 @@ def test_training_reads_snapshots_and_decisions_of_a_window_oldest_first(
     assert len(list(decisions.snapshots_and_decisions(T0, until, limit=1))) == 1
 
 
+def test_training_reads_only_scheduling_decisions_not_reclaims_or_dispatches(
+    session: Session,
+) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [
+            make_decision("scheduled", created_at=T0),
+            make_decision(
+                "reclaimed",
+                created_at=T0 + timedelta(seconds=1),
+                stages=["reclaim"],
+                decision={"servers": ["n1"], "shrink": [], "preempt": []},
+            ),
+            make_decision("dispatched", created_at=T0 + timedelta(seconds=2), stages=["dispatch"]),
+        ]
+    )
+
+    rows = list(decisions.snapshots_and_decisions())
+
+    assert len(rows) == 1
+    assert "ordering" in rows[0][1]
+
+
 def test_retrain_job_records_progress_and_when_it_ran(session: Session) -> None:
     jobs = RetrainJobRepository(session)
     job = jobs.create("dl2", {"policy": "dl2"})
