@@ -52,6 +52,7 @@ from policies.registry import build_registry
 from storage.cache import create_cache
 from storage.db import create_engine_for, make_sessionmaker, upgrade_database
 from storage.log import DecisionLog
+from training.registry import trainers as all_trainers
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     profiles = load_profiles(registry, settings.profiles_file)
     shadows = shadow_targets(settings.shadow, profiles)  # a bad ARBITER_SHADOW fails here
     learned = {key for spec in registry.specs() if (key := learned_model_key(spec.cls))}
+    trainers = all_trainers()
+    if untrained := set(trainers.names()) - learned:
+        raise ValueError(f"trainers for no registered learned policy: {sorted(untrained)}")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -179,6 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 queue,
                 settings.retrain_max_active,
                 settings.retrain_heartbeat_timeout_s,
+                trainers,
             ),
             threads=DecisionThreads(settings.decision_threads),
             dispatch=dispatch_service,

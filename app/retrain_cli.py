@@ -1,10 +1,11 @@
 """`arbiter train NAME` and `arbiter worker`: retraining from the command line.
 
-`arbiter train dl2 …` runs the same job as `POST /admin/retrain` (same request
-fields, same validation, same `retrain_jobs` row, same activation rule), in the
-foreground, with one progress bar per stage on stderr; the job's outcome is
-printed as JSON on stdout. `arbiter worker` serves the RQ queue the service
-feeds (:mod:`app.worker`). Both read `ARBITER_*` like the service.
+`arbiter train NAME …` runs the same job as `POST /admin/retrain` (same request
+fields, same validation, same `retrain_jobs` row, same activation rule) for any
+policy of the trainer registry (:mod:`training.registry`), in the foreground,
+with one progress bar per stage on stderr; the job's outcome is printed as JSON on
+stdout. `arbiter worker` serves the RQ queue the service feeds (:mod:`app.worker`).
+Both read `ARBITER_*` like the service.
 """
 
 from __future__ import annotations
@@ -21,20 +22,34 @@ from typing import Never
 # declared): `arbiter worker --help` imports neither the service nor the trainer.
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.services.retrain import RETRAINABLE
+def _budget_options() -> dict[str, tuple[type, str]]:
+    """Every budget field of every trainer, as an option: name → (type, help)."""
+    from training.registry import trainers
 
-    parser.add_argument("policy", choices=RETRAINABLE, help="learned policy to retrain")
+    options: dict[str, tuple[type, str]] = {}
+    for trainer in trainers():
+        for name, info in trainer.Budget.model_fields.items():
+            kind: type = int if info.annotation is int else float
+            owners = options.get(name, (kind, ""))[1]
+            where = f"{owners}, {trainer.name}" if owners else trainer.name
+            options[name] = (kind, where)
+    return options
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    from training.registry import trainers
+
+    parser.add_argument("policy", choices=trainers().names(), help="learned policy to retrain")
     parser.add_argument("--since", type=datetime.fromisoformat, help="window start (ISO 8601)")
     parser.add_argument("--until", type=datetime.fromisoformat, help="window end (ISO 8601)")
     parser.add_argument("--profile", help="imitate only decisions of this profile")
-    parser.add_argument("--imitation-epochs", type=int)
-    parser.add_argument("--updates", type=int, help="PPO updates")
-    parser.add_argument("--episodes-per-update", type=int)
-    parser.add_argument("--jobs", type=int, help="jobs per simulated episode")
-    parser.add_argument("--validation-episodes", type=int)
-    parser.add_argument("--held-out-episodes", type=int)
-    parser.add_argument("--max-records", type=int, help="most logged decisions read")
+    budget = parser.add_argument_group(
+        "budget", "the policy's budget fields (default: its shipped run); `budget.*` of the API"
+    )
+    for name, (kind, owners) in _budget_options().items():
+        budget.add_argument(
+            "--" + name.replace("_", "-"), type=kind, dest=name, help=f"budget of {owners}"
+        )
     parser.add_argument("--activate", choices=("if_better", "always", "never"), default="if_better")
     parser.add_argument("--start", choices=("incumbent", "scratch"), default="incumbent")
     parser.add_argument("--seed", type=int, default=0)
@@ -86,16 +101,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     budget = {
         name: getattr(args, name)
-        for name in (
-            "imitation_epochs",
-            "updates",
-            "episodes_per_update",
-            "jobs",
-            "validation_episodes",
-            "held_out_episodes",
-            "max_records",
-        )
-        if getattr(args, name) is not None
+        for name in _budget_options()
+        if getattr(args, name, None) is not None
     }
     try:
         request = RetrainRequest.model_validate(

@@ -225,27 +225,6 @@ class RetrainWindow(_AdminBody):
     until: datetime | None = Field(default=None, description="Exclusive; default: now.")
 
 
-class RetrainBudget(_AdminBody):
-    """How much work the retraining does; the defaults are the shipped model's run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    imitation_epochs: int = Field(default=20, ge=0, le=1000, description="Epochs of imitation.")
-    updates: int = Field(default=80, ge=0, le=10_000, description="PPO updates (0: none).")
-    episodes_per_update: int = Field(default=2, ge=1, le=64, description="Episodes per update.")
-    jobs: int = Field(default=80, ge=2, le=5000, description="Jobs per simulated episode.")
-    validation_episodes: int = Field(
-        default=4, ge=0, le=4, description="Episodes scoring PPO checkpoints (0: keep the last)."
-    )
-    validate_every: int = Field(default=5, ge=1, le=1000, description="Updates between scorings.")
-    held_out_episodes: int = Field(
-        default=5, ge=1, le=5, description="Episodes of the verdict against the active version."
-    )
-    max_records: int = Field(
-        default=20_000, ge=1, le=1_000_000, description="Most logged decisions read."
-    )
-
-
 class RetrainRequest(_AdminBody):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -254,7 +233,16 @@ class RetrainRequest(_AdminBody):
     profile: str | None = Field(
         default=None, description="Imitate only decisions served under this profile."
     )
-    budget: RetrainBudget = Field(default_factory=RetrainBudget)
+    budget: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "How much work the retraining does, in the learned policy's own budget schema "
+            "(`GET /admin/trainers` lists each one's fields and defaults: the shipped model's "
+            "run). Every schema has `updates`, `held_out_episodes` and `max_records`; a field "
+            "the policy's schema does not have is a 422."
+        ),
+        examples=[{"updates": 20}],
+    )
     activate: Literal["if_better", "always", "never"] = Field(
         default="if_better",
         description="Activate the new version if it beats the active one on held-out episodes, "
@@ -288,9 +276,24 @@ class RetrainRequest(_AdminBody):
     )
 
 
+class TrainerOut(BaseModel):
+    """A learned policy that can be retrained, and the budget its retraining takes."""
+
+    name: str = Field(description="The policy's model key: `policy` of a retrain request.")
+    summary: str
+    stages: list[str] = Field(description="Progress stages of its retraining, in order.")
+    needs_logged_decisions: bool = Field(
+        description="Whether a window with no logged decision is refused (nothing to imitate)."
+    )
+    budget: dict[str, Any] = Field(description="JSON schema of its `budget`, with defaults.")
+
+
 class RetrainProgressOut(BaseModel):
     stage: str = Field(
-        description="loading, demonstrations, imitation, rl, evaluation or storing, in order."
+        description=(
+            "`loading`, then the policy's own stages in order (`GET /admin/trainers`), "
+            "then `storing`."
+        )
     )
     fraction: float = Field(ge=0, le=1, description="Fraction of that stage done.")
 

@@ -6,7 +6,13 @@ from fastapi import APIRouter, Response
 
 from app.deps import AdminDep, ServicesDep
 from app.errors import error_responses
-from app.schemas import ActivateRequest, ModelVersionOut, RetrainJobOut, RetrainRequest
+from app.schemas import (
+    ActivateRequest,
+    ModelVersionOut,
+    RetrainJobOut,
+    RetrainRequest,
+    TrainerOut,
+)
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -33,6 +39,17 @@ def activate_model_version(
     name: str, body: ActivateRequest, _: AdminDep, services: ServicesDep
 ) -> ModelVersionOut:
     return services.models.activate(name, body.version)
+
+
+@router.get(
+    "/trainers",
+    name="list_trainers",
+    response_model=list[TrainerOut],
+    responses=error_responses(401, 403),
+)
+def list_trainers(_: AdminDep, services: ServicesDep) -> list[TrainerOut]:
+    """The learned policies `POST /admin/retrain` takes, each with its budget's schema."""
+    return services.retrain.trainer_catalog()
 
 
 @router.post(

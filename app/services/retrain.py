@@ -13,8 +13,8 @@
   never competes with requests for the interpreter.
 
 :func:`run_retrain_job` is the run itself, shared by the worker, the local
-process and `arbiter train`: read the window's decisions, train
-(:mod:`training.dl2.retrain`), store the candidate as a new version with its
+process and `arbiter train`: read the window's decisions, train with the
+policy's trainer (:mod:`training.registry`), store the candidate as a new version with its
 metrics and parent, activate it through :class:`ModelService` (so replicas hear
 of it) when it wins or when asked to, and record the outcome. Progress
 (`{"stage", "fraction"}`) is written to the job as it goes.
@@ -29,10 +29,10 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,7 +43,7 @@ from app.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from app.schemas import RetrainJobOut, RetrainProgressOut, RetrainRequest
+from app.schemas import RetrainJobOut, RetrainProgressOut, RetrainRequest, TrainerOut
 from app.services.models import ModelService
 from policies.model import Problem
 from storage.cache import Cache
@@ -53,6 +53,16 @@ from storage.repositories import (
     ModelVersionRepository,
     RetrainJobRepository,
 )
+from training.registry import (
+    Incumbent,
+    Record,
+    Trainer,
+    Trainers,
+    TrainingBudget,
+    TrainingError,
+    UnknownTrainerError,
+)
+from training.registry import trainers as all_trainers
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -60,9 +70,6 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 logger = logging.getLogger(__name__)
-
-RETRAINABLE = ("dl2",)
-"""Learned policies (model keys) that have a retraining pipeline."""
 
 PROGRESS_EVERY_S = 1.0
 """Progress is written at most this often (and at every stage change)."""
@@ -103,28 +110,51 @@ class RetrainQueue(Protocol):
     def close(self) -> None: ...
 
 
-def normalized(request: RetrainRequest) -> RetrainRequest:
-    """`since` and `steps` (DESIGN's short forms) folded into `window` and `budget`.
+def normalized(request: RetrainRequest, trainer: Trainer) -> RetrainRequest:
+    """`since` and `steps` (DESIGN's short forms) folded into `window` and `budget`, and the
+    budget validated by `trainer`'s schema with its defaults filled in.
 
-    Raises :class:`InvalidRequestError` when a short form contradicts the long one.
+    Raises :class:`InvalidRequestError` naming each problem's path (`budget.updates`).
     """
     problems: list[Problem] = []
-    window, budget = request.window, request.budget
+    window, budget = request.window, dict(request.budget)
     if request.since is not None:
         if window.since is not None and window.since != request.since:
             problems.append(Problem(path="since", message="give `since` or `window.since`"))
         window = window.model_copy(update={"since": request.since})
     if request.steps is not None:
-        if "updates" in budget.model_fields_set and budget.updates != request.steps:
+        if "updates" in budget and budget["updates"] != request.steps:
             problems.append(Problem(path="steps", message="give `steps` or `budget.updates`"))
-        budget = budget.model_copy(update={"updates": request.steps})
+        budget["updates"] = request.steps
     if window.since is not None and window.until is not None and window.since >= window.until:
         problems.append(Problem(path="window.until", message="must be later than window.since"))
-    if problems:
+    validated: TrainingBudget | None = None
+    try:
+        validated = trainer.Budget.model_validate(budget)
+    except ValidationError as error:
+        for problem in error.errors(include_url=False):
+            path = ".".join(["budget", *(str(p) for p in problem["loc"])])
+            problems.append(Problem(path=path, message=problem["msg"]))
+    if problems or validated is None:
         raise InvalidRequestError(f"{problems[0].path}: {problems[0].message}", problems)
     return request.model_copy(
-        update={"window": window, "budget": budget, "since": None, "steps": None}
+        update={
+            "window": window,
+            "budget": validated.model_dump(mode="json"),
+            "since": None,
+            "steps": None,
+        }
     )
+
+
+def trainer_for(trainers: Trainers, policy: str) -> Trainer:
+    """The trainer of `policy`; 422 naming the known ones when it has none."""
+    try:
+        return trainers.get(policy)
+    except UnknownTrainerError as error:
+        raise InvalidRequestError(
+            f"policy: {error}", [Problem(path="policy", message="not a retrainable learned policy")]
+        ) from error
 
 
 class RetrainService:
@@ -136,32 +166,32 @@ class RetrainService:
         queue: RetrainQueue | None,
         max_active: int = 16,
         heartbeat_timeout_s: float = 60.0,
+        trainers: Trainers | None = None,
     ) -> None:
         self.sessions = sessions
         self.queue = queue
+        self.trainers = trainers if trainers is not None else all_trainers()
         self.max_active = max_active
         self.heartbeat_timeout_s = heartbeat_timeout_s
 
     def create(self, request: RetrainRequest) -> RetrainJobOut:
         """Validate `request` and record it as a queued job (not yet enqueued).
 
-        422 for a policy that cannot be retrained or a window with no logged
-        decision (the job would have nothing to imitate); 503 when the database
-        is away.
+        422 for a policy with no trainer, a budget its trainer's schema refuses, or
+        (for a trainer that imitates) a window with no logged decision; 503 when the
+        database is away.
         """
-        if request.policy not in RETRAINABLE:
-            raise InvalidRequestError(
-                f"policy: {request.policy!r} is not a learned policy that can be retrained; "
-                f"retrainable: {', '.join(RETRAINABLE)}",
-                [Problem(path="policy", message="not a retrainable learned policy")],
-            )
-        request = normalized(request)
+        trainer = trainer_for(self.trainers, request.policy)
+        request = normalized(request, trainer)
         window = request.window
         try:
             with self.sessions.begin() as session:
-                logged = DecisionRepository(session).count_in_window(
-                    window.since, window.until, request.profile, request.exclude_callers
-                )
+                if trainer.needs_logged_decisions:
+                    logged = DecisionRepository(session).count_in_window(
+                        window.since, window.until, request.profile, request.exclude_callers
+                    )
+                else:
+                    logged = None
                 if logged == 0:
                     where = f" of profile {request.profile!r}" if request.profile else ""
                     raise InvalidRequestError(
@@ -221,6 +251,19 @@ class RetrainService:
             _finish(self.sessions, job.id, RetrainStatus.FAILED, error=detail)
             raise UnavailableError(detail) from error
         return job
+
+    def trainer_catalog(self) -> list[TrainerOut]:
+        """Every learned policy that can be retrained, with its budget schema."""
+        return [
+            TrainerOut(
+                name=trainer.name,
+                summary=trainer.summary,
+                stages=list(trainer.stages),
+                needs_logged_decisions=trainer.needs_logged_decisions,
+                budget=trainer.Budget.model_json_schema(),
+            )
+            for trainer in self.trainers
+        ]
 
     def get(self, job_id: str) -> RetrainJobOut:
         try:
@@ -331,31 +374,20 @@ class _ProgressWriter:
             logger.warning("could not record progress of retrain job %s: %s", self.job_id, error)
 
 
-@dataclass(frozen=True)
-class _Incumbent:
-    weights: bytes | None
-    """The active version's weights; None: no version active, the shipped model."""
-    version: str
-
-
-def _incumbent(session: Session, policy: str) -> _Incumbent:
-    row = ModelVersionRepository(session).active(policy)
+def _incumbent(session: Session, trainer: Trainer) -> Incumbent:
+    row = ModelVersionRepository(session).active(trainer.name)
     if row is not None:
-        return _Incumbent(weights=row.weights, version=row.version)
-    from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415 - loads torch
-
-    return _Incumbent(weights=None, version=shipped_model().version)
+        return Incumbent(version=row.version, weights=row.weights)
+    return Incumbent(version=trainer.shipped_version(), weights=None)
 
 
-def _records(
-    sessions: sessionmaker[Session], request: RetrainRequest
-) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _records(sessions: sessionmaker[Session], request: RetrainRequest) -> Iterator[Record]:
     with sessions() as session:
         yield from DecisionRepository(session).snapshots_and_decisions(
             request.window.since,
             request.window.until,
             request.profile,
-            limit=request.budget.max_records,
+            limit=int(request.budget["max_records"]),
             exclude_callers=request.exclude_callers,
         )
 
@@ -366,50 +398,22 @@ def new_version_name(weights: bytes, now: datetime | None = None) -> str:
     return f"{moment:%Y%m%d-%H%M%S}-{hashlib.sha256(weights).hexdigest()[:8]}"
 
 
-def _train_dl2(
-    sessions: sessionmaker[Session],
-    request: RetrainRequest,
-    incumbent: _Incumbent,
-    progress: Progress,
-) -> tuple[bytes, dict[str, Any], bool, dict[str, Any]]:
-    """(weights, metrics, candidate wins, model metadata) of a retrained DL2."""
-    from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch, only here
-    from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415
-    from training.dl2.retrain import RetrainBudget, retrain  # noqa: PLC0415
-
-    model = (
-        Dl2Model.from_bytes(incumbent.weights)
-        if incumbent.weights is not None
-        else shipped_model().model
-    )
-    budget = RetrainBudget(**request.budget.model_dump())
-    result = retrain(
-        _records(sessions, request),
-        model,
-        budget,
-        seed=request.seed,
-        start=request.start,
-        on_progress=progress,
-    )
-    return result.model.to_bytes(), result.metrics(), result.candidate_wins, result.model.meta()
-
-
 def run_retrain_job(
     sessions: sessionmaker[Session],
     cache: Cache,
     job_id: str,
     *,
+    trainers: Trainers | None = None,
     on_progress: Progress | None = None,
     heartbeat_s: float = HEARTBEAT_EVERY_S,
 ) -> RetrainJobOut | None:
-    """Run a queued job to its end and record the outcome; None when it was not runnable.
+    """Run a queued job to its end with its policy's trainer and record the outcome; None
+    when it was not runnable.
 
     Never raises for a failed training: the failure is the job's `error`. A job
     that is not `queued` (already taken by another worker, or finished) is left
     alone.
     """
-    from training.dl2.retrain import RetrainError  # noqa: PLC0415 - loads torch
-
     with sessions.begin() as session:
         repository = RetrainJobRepository(session)
         job = repository.get(job_id)
@@ -426,9 +430,20 @@ def run_retrain_job(
     heartbeat.start()
     try:
         progress("loading", 0.0)
+        trainer = (trainers if trainers is not None else all_trainers()).get(request.policy)
+        budget = trainer.Budget.model_validate(request.budget)
         with sessions() as session:
-            incumbent = _incumbent(session, request.policy)
-        weights, metrics, wins, model_meta = _train_dl2(sessions, request, incumbent, progress)
+            incumbent = _incumbent(session, trainer)
+        candidate = trainer.train(
+            _records(sessions, request),
+            incumbent,
+            budget,
+            seed=request.seed,
+            start=request.start,
+            on_progress=progress,
+        )
+        weights, wins = candidate.weights, candidate.wins
+        metrics, model_meta = candidate.metrics, candidate.model_meta
         progress("storing", 0.0)
         version = new_version_name(weights)
         activate = request.activate == "always" or (request.activate == "if_better" and wins)
@@ -442,7 +457,7 @@ def run_retrain_job(
                 "profile": request.profile,
                 "records": metrics.get("records"),
             },
-            "budget": request.budget.model_dump(),
+            "budget": budget.model_dump(mode="json"),
             "seed": request.seed,
             "start": request.start,
             "metrics": metrics,
@@ -454,7 +469,7 @@ def run_retrain_job(
             ModelService(sessions, cache).activate(request.policy, version)
         progress("storing", 1.0)
         _finish(sessions, job_id, RetrainStatus.SUCCEEDED, version=version, metrics=metrics)
-    except RetrainError as error:
+    except TrainingError as error:
         _finish(sessions, job_id, RetrainStatus.FAILED, error=str(error))
     except Exception as error:
         logger.exception("retrain job %s failed", job_id)

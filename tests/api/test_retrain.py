@@ -171,3 +171,29 @@ def test_retrain_endpoints_refuse_missing_and_wrong_tokens(
     assert missing.json()["error"] == "unauthorized"
     assert wrong.status_code == 403
     assert wrong.json()["error"] == "forbidden"
+
+
+def test_the_trainer_registry_lists_every_retrainable_policy_with_its_budget_schema(
+    client: TestClient,
+) -> None:
+    listed = client.get("/admin/trainers", headers=AUTH).json()
+
+    by_name = {trainer["name"]: trainer for trainer in listed}
+    assert "dl2" in by_name
+    for trainer in listed:
+        fields = trainer["budget"]["properties"]
+        # The fields every budget shares, so `steps` and the record cap mean one thing.
+        assert {"updates", "held_out_episodes", "max_records"} <= set(fields)
+        assert trainer["stages"]
+    assert by_name["dl2"]["budget"]["properties"]["imitation_epochs"]["default"] == 20
+
+
+def test_a_budget_field_another_policy_has_is_422_for_this_one(client: TestClient) -> None:
+    log_decisions(client, count=1)
+
+    response = client.post(
+        "/admin/retrain", json={"policy": "dl2", "budget": {"no_such_field": 1}}, headers=AUTH
+    )
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "budget.no_such_field"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -166,7 +165,7 @@ def test_rl_plays_the_logged_jobs_when_they_fill_an_episode(logged_run: RetrainR
 def test_rl_falls_back_to_the_shared_traces_when_the_log_is_short_of_an_episode(
     logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
 ) -> None:
-    result = _retrain_on_log(logged, incumbent, episode, dataclasses.replace(TINY, jobs=9))
+    result = _retrain_on_log(logged, incumbent, episode, TINY.model_copy(update={"jobs": 9}))
 
     metrics = result.metrics()
     assert metrics["rl_episodes"] == "shared-traces"
@@ -178,7 +177,7 @@ def test_rl_falls_back_to_the_shared_traces_when_the_log_is_short_of_an_episode(
 def test_an_imitation_only_budget_plays_no_episode(
     logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
 ) -> None:
-    result = _retrain_on_log(logged, incumbent, episode, dataclasses.replace(TINY, updates=0))
+    result = _retrain_on_log(logged, incumbent, episode, TINY.model_copy(update={"updates": 0}))
 
     assert result.metrics()["rl_episodes"] == "none"
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 from policies.learned.dl2.network import Dl2Model
@@ -45,6 +45,8 @@ from training.dl2.evaluation import Comparison, compare
 from training.dl2.imitation import ImitationArgs, Record, demonstrations, imitate
 from training.dl2.logged import LoggedEpisodes, logged_episodes
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
+from training.dl2.trainer import Dl2Budget
+from training.registry import TrainingError
 
 Progress = Callable[[str, float], None]
 """`(stage, fraction of the stage done)`; stages in order: see :data:`STAGES`."""
@@ -57,27 +59,13 @@ RlEpisodes = Literal["logged", "shared-traces", "none"]
 STAGES = ("demonstrations", "imitation", "rl", "evaluation")
 
 
-class RetrainError(ValueError):
+class RetrainError(TrainingError):
     """The inputs cannot give a candidate (no demonstrations, no episodes)."""
 
 
-@dataclass(frozen=True)
-class RetrainBudget:
-    """How much work one retraining may do; the defaults are the shipped model's run."""
-
-    imitation_epochs: int = 20
-    updates: int = 80
-    """PPO updates (0: imitation only)."""
-    episodes_per_update: int = 2
-    jobs: int = 80
-    """Jobs per simulated episode."""
-    validation_episodes: int = 4
-    """Episodes scoring PPO checkpoints every `validate_every` updates (0: keep the last)."""
-    validate_every: int = 5
-    held_out_episodes: int = 5
-    """Episodes of the final verdict against the incumbent (at least 1)."""
-    max_records: int = 20_000
-    """Most decision records read from the log (the newest of the window are dropped)."""
+RetrainBudget = Dl2Budget
+"""The budget of one retraining: DL2's budget in the trainer registry (one schema for the
+admin API, the command line and this function)."""
 
 
 @dataclass(frozen=True)
@@ -245,4 +233,4 @@ def retrain(
 
 def budget_dict(budget: RetrainBudget) -> dict[str, int]:
     """The budget as JSON, for a version's metadata."""
-    return {k: int(v) for k, v in asdict(budget).items()}
+    return {k: int(v) for k, v in budget.model_dump().items()}

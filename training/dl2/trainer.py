@@ -1,0 +1,91 @@
+"""DL2's trainer in the registry (:mod:`training.registry`): its budget, incumbent and run.
+
+The run is :func:`training.dl2.retrain.retrain` (imitation of the window's logged
+decisions, PPO in the simulator, the verdict on held-out episodes); this module
+only adapts it to the :class:`~training.registry.Trainer` protocol. Torch is
+imported when a method runs, not when the registry is listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from pydantic import Field
+
+from training.registry import (
+    Candidate,
+    Incumbent,
+    Progress,
+    Record,
+    Start,
+    TrainingBudget,
+)
+
+
+class Dl2Budget(TrainingBudget):
+    """How much work one DL2 retraining may do; the defaults are the shipped model's run."""
+
+    imitation_epochs: int = Field(default=20, ge=0, le=1000, description="Epochs of imitation.")
+    episodes_per_update: int = Field(default=2, ge=1, le=64, description="Episodes per update.")
+    jobs: int = Field(default=80, ge=2, le=5000, description="Jobs per simulated episode.")
+    validation_episodes: int = Field(
+        default=4, ge=0, le=4, description="Episodes scoring PPO checkpoints (0: keep the last)."
+    )
+    validate_every: int = Field(default=5, ge=1, le=1000, description="Updates between scorings.")
+
+
+class Dl2Trainer:
+    name: ClassVar[str] = "dl2"
+    summary: ClassVar[str] = (
+        "Imitation of the logged decisions, then PPO in the simulator (Peng et al., 2019)."
+    )
+    stages: ClassVar[tuple[str, ...]] = ("demonstrations", "imitation", "rl", "evaluation")
+    Budget: ClassVar[type[TrainingBudget]] = Dl2Budget
+    needs_logged_decisions: ClassVar[bool] = True
+
+    def shipped_version(self) -> str:
+        from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415 - torch
+
+        return shipped_model().version
+
+    def check(self, weights: bytes) -> None:
+        from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch
+
+        Dl2Model.from_bytes(weights)
+
+    def train(
+        self,
+        records: Iterable[Record],
+        incumbent: Incumbent,
+        budget: TrainingBudget,
+        *,
+        seed: int,
+        start: Start,
+        on_progress: Progress,
+    ) -> Candidate:
+        from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch
+        from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415
+        from training.dl2.retrain import retrain  # noqa: PLC0415
+
+        model = (
+            Dl2Model.from_bytes(incumbent.weights)
+            if incumbent.weights is not None
+            else shipped_model().model
+        )
+        if not isinstance(budget, Dl2Budget):
+            budget = Dl2Budget.model_validate(budget.model_dump())
+        result = retrain(
+            records,
+            model,
+            budget,
+            seed=seed,
+            start=start,
+            on_progress=on_progress,
+        )
+        return Candidate(
+            weights=result.model.to_bytes(),
+            metrics=dict(result.metrics()),
+            wins=result.candidate_wins,
+            model_meta=result.model.meta(),
+        )
