@@ -167,7 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics=metrics,
             decisions=decision_service,
             reclaim=ReclaimService(registry, profiles, decision_log, metrics, limits),
-            feedback=FeedbackService(decision_log, metrics),
+            feedback=FeedbackService(decision_log, metrics, decision_service.learn),
             catalog=CatalogService(registry, profiles, active_models),
             health=HealthService(
                 engine,

@@ -126,6 +126,19 @@ class ThroughputObserved(_Event):
         default=None, ge=1, le=MAX_WORKERS, description="Workers the job ran with."
     )
     samples_per_s: float = Field(ge=0, allow_inf_nan=False)
+    model: str | None = Field(
+        default=None, max_length=255, description="The job's model or model family."
+    )
+    expected_samples_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "What the job's speed table expected on this node's GPU type. With `node_id`, "
+            "the ratio `samples_per_s / expected_samples_per_s` teaches feedback-learning "
+            "policies (the dual agent's GP) this machine's own speed, between retrainings."
+        ),
+    )
 
 
 class InferenceOutcome(_Event):

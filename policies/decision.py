@@ -77,9 +77,18 @@ class ScalingResult(Frozen, frozen=True):
     reason: str = ""
 
 
-class PlacementEntry(Frozen, frozen=True):
+class PlacementEntry(Frozen, frozen=True, omit_defaults=True):
     job_id: str
     assignments: tuple[Assignment, ...]
+    details: Annotated[
+        dict[str, Any],
+        Meta(
+            description=(
+                "The placement policy's numbers behind the choice, when it has them (the "
+                "dual agent: predicted speed, its uncertainty, price); absent otherwise."
+            )
+        ),
+    ] = field(default_factory=dict)
 
 
 class JobNote(Frozen, frozen=True):

@@ -304,9 +304,11 @@ class _Round:
         """Run a stage's policy; on a fault, use the profile's fallback for the stage if any.
 
         Once a stage has fallen back, the fallback answers the rest of that stage's calls
-        in this decision (placement calls its policy once per job). Only one stage of a
-        decision may fall back after a fault: a second fault fails the decision. Once the
-        CPU budget is spent, every stage from then on hands over to its budget fallback.
+        in this decision (placement calls its policy once per job). Several stages may
+        fall back in one decision (a learned system spanning stages loses one model for
+        all of them): `fallback` then names each heuristic and each reason, in stage
+        order. A fault of a fallback itself fails the decision. Once the CPU budget is
+        spent, every stage from then on hands over to its budget fallback.
         """
         budget = self.budget
         if budget is not None and slot.budget_backup is not None:
@@ -333,9 +335,17 @@ class _Round:
             return _guarded(slot.stage, call, slot.policy)
         except PolicyFault as error:
             backup = slot.backup
-            if backup is None or self.fallback is not None:
+            if backup is None:
                 raise
-            self.fallback = Fallback(policy=_name(backup), reason=str(error))
+            earlier = self.fallback
+            self.fallback = (
+                Fallback(policy=_name(backup), reason=str(error))
+                if earlier is None
+                else Fallback(
+                    policy=f"{earlier.policy}, {_name(backup)}",
+                    reason=f"{earlier.reason}; {error}",
+                )
+            )
             self.refs[slot.stage.value] = _ref(backup)
             slot.policy, slot.backup = backup, None
             return _guarded(slot.stage, call, backup)
@@ -508,6 +518,7 @@ class _Allocation:
         self.pending: dict[str, str] = {}
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
+        self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
 
     def _quota_left(self, tenant: str) -> int | None:
         spec = self.snapshot.tenants_by_id.get(tenant)
@@ -545,8 +556,13 @@ class _Allocation:
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
         self._explain_all()
+        details = self.details
         placement = tuple(
             PlacementEntry(job_id=job.id, assignments=self.placement[job.id])
+            if job.id not in details
+            else PlacementEntry(
+                job_id=job.id, assignments=self.placement[job.id], details=details[job.id]
+            )
             for job in self.ordered
             if job.id in self.placement
         )
@@ -741,6 +757,8 @@ class _Allocation:
                     self.free.take(job, outcome.assignments)
                 except CapacityError as error:
                     raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
+                if outcome.details:
+                    self.details[job.id] = outcome.details
             return outcome
 
         return self.rnd.call(self.rnd.placement, call)

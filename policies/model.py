@@ -560,6 +560,21 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
 _SNAPSHOT_DECODER = msgspec.json.Decoder(Snapshot)
 
 
+class ThroughputObservation(Frozen, frozen=True):
+    """A job's speed as observed on one node, relative to what its speed table expected there.
+
+    `relative_speed` = observed speed ÷ the job's expected speed on that node's GPU
+    type (1.0: as the table says). Fed to feedback-learning policies
+    (:class:`policies.protocols.FeedbackLearner`) by `POST /v1/feedback` `throughput`
+    events and by the simulator.
+    """
+
+    node_id: str
+    job_id: str
+    relative_speed: Annotated[float, Meta(gt=0)]
+    model: str = ""
+
+
 def decode_snapshot(raw: bytes | str) -> Snapshot:
     """A snapshot from its JSON encoding (type-level validation only; see `snapshot_problems`).
 

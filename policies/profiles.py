@@ -189,6 +189,28 @@ def builtin_profiles() -> list[Profile]:
             placement=choice("loan_aware", use_loaned=False),
             reclaim=choice("fewest_jobs"),
         ),
+        Profile(
+            name="dual-agent",
+            description=(
+                "Dual agent (KDD 2023): a learned, equivariant ordering agent and the RWGP "
+                "placement agent (a GP over machines fed by throughput feedback, a learned "
+                "risk attitude, speed per dollar), trained jointly to cut fee and JCT; "
+                "jobs run as requested. Falls back to Tiresias with consolidated placement "
+                "when the model is missing, invalid or slow."
+            ),
+            ordering=choice("dual_agent"),
+            placement=choice("rwgp"),
+            fallback={Stage.ORDERING: choice("tiresias"), Stage.PLACEMENT: choice("consolidated")},
+        ),
+        Profile(
+            name="hetero-greedy",
+            description=(
+                "Tiresias ordering with heterogeneity-aware greedy placement: the fastest "
+                "free GPUs per dollar by the true speed table (the dual agent's baseline)."
+            ),
+            ordering=choice("tiresias"),
+            placement=choice("hetero_greedy"),
+        ),
         *_dispatch_profiles(choice),
     ]
 

@@ -25,13 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
+import msgspec
 from pydantic import BaseModel, JsonValue
 
 from policies.capacity import FreeCapacity
 from policies.decision import AdmissionResult, Decision, ScalingResult, Stage
 from policies.dispatch.model import DispatchChoice
 from policies.dispatch.view import DispatchView
-from policies.model import Assignment, Frozen, Job, Snapshot
+from policies.model import Assignment, Frozen, Job, Snapshot, ThroughputObservation
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
 
@@ -133,6 +134,9 @@ class PlacementOutcome(Frozen, frozen=True):
 
     assignments: tuple[Assignment, ...] = ()
     reason: str = ""
+    details: dict[str, JsonValue] = msgspec.field(default_factory=dict)
+    """The numbers behind the choice (a learned placement's predicted speed, its
+    uncertainty, the price), shown as `details` in the decision's placement entry."""
 
     @property
     def placed(self) -> bool:
@@ -250,6 +254,30 @@ class StatefulPolicy(Protocol):
         returned value must be plain JSON (it is stored as such) and replaces the old
         one whole. It must reconcile with the snapshot, which wins where they disagree
         (a job gone from the snapshot has finished or left).
+        """
+        ...
+
+
+@runtime_checkable
+class FeedbackLearner(Protocol):
+    """A policy whose state under `state_key` learns from observed outcomes between decisions
+    (DESIGN §5: the dual agent's GP posterior fed by `POST /v1/feedback`).
+
+    The service (on feedback) and the simulator (each round) call :meth:`learn` and keep
+    what it returns as the cluster's state under `state_key`; the policy reads it back
+    from `ctx.state` when it decides. A feedback learner need not write state in
+    decisions (it has no `commit`), so it is not a :class:`StatefulPolicy` writer.
+    """
+
+    state_key: ClassVar[str]
+
+    def learn(
+        self, state: JsonValue | None, observations: Sequence[ThroughputObservation]
+    ) -> JsonValue:
+        """The new state after `observations`, from the old one (None: none kept yet).
+
+        Pure; unreadable old state is dropped, not an error. Observations of nodes or
+        models the policy cannot use are ignored.
         """
         ...
 

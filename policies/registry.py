@@ -26,14 +26,17 @@ from policies.dispatch.llf import LeastLaxityDispatch
 from policies.dispatch.prema import PremaDispatch
 from policies.dispatch.relmas import RelmasDispatch
 from policies.learned.models import ModelProvider
+from policies.ordering.dual_agent import DualAgentOrdering
 from policies.ordering.fifo import Fifo
 from policies.ordering.sjf import ShortestJobFirst
 from policies.ordering.srtf import ShortestRemainingTimeFirst
 from policies.ordering.tiresias import Tiresias
 from policies.placement.consolidated import Consolidated
 from policies.placement.first_fit import FirstFit
+from policies.placement.hetero_greedy import HeteroGreedy
 from policies.placement.loan_aware import LoanAware
 from policies.placement.random_fit import RandomFit
+from policies.placement.rwgp import RwgpPlacement
 from policies.placement.spread import Spread
 from policies.protocols import (
     AdmissionPolicy,
@@ -218,6 +221,9 @@ def build_registry() -> Registry:
             PolicySpec(FirstFit),
             PolicySpec(RandomFit),
             PolicySpec(LoanAware),
+            PolicySpec(DualAgentOrdering),
+            PolicySpec(RwgpPlacement),
+            PolicySpec(HeteroGreedy),
             PolicySpec(ArylReclaim),
             PolicySpec(FewestJobs),
             PolicySpec(RandomReclaim),

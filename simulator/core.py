@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 from msgspec.structs import replace as replace_struct
 
 from policies.common.reclaim import run_reclaim
@@ -61,6 +62,7 @@ from policies.model import (
     ScalingRule,
     Snapshot,
     Tenant,
+    ThroughputObservation,
     snapshot_problems,
 )
 from policies.profiles import Profile
@@ -366,6 +368,7 @@ class Simulation:
         self._last_progress_t = self.now
         self._last_round_changed = True
         self._pending_snapshot: Snapshot | None = None
+        self._reported_placements: dict[str, tuple[Assignment, ...]] = {}
         self.done = False
         self.series = TimeSeries()
         self._timing = _Timing(wall_start=time.perf_counter())
@@ -403,9 +406,13 @@ class Simulation:
         self._reclaim_with = self.reclaimer or _reclaimer_of(decide)
         snapshot = self.reset()
         finished = 0
+        observe = getattr(decide, "observe", None)
         while snapshot is not None:
             seed = self.round_seed()
             decision_id = f"sim-{self.seed}-{self._round:07d}"
+            if observe is not None:
+                # Feedback arrives between rounds, as `POST /v1/feedback` would bring it.
+                observe(self.throughput_observations())
             started = time.perf_counter()
             decision = decide(snapshot, seed, decision_id)
             self._timing.decision_s.append(time.perf_counter() - started)
@@ -416,6 +423,40 @@ class Simulation:
         if on_progress is not None and len(self._finished) != finished:
             on_progress(len(self._finished) - finished)
         return self.result()
+
+    def throughput_observations(self) -> list[ThroughputObservation]:
+        """What a cluster manager would report back this round: for every job that started
+        (or moved) since the last report, the speed of its workers on each of its nodes
+        relative to its table speed there.
+
+        That is the node's own speed factor (`ClusterPerf.node_factor`), observed with the
+        same spread as the machines' (the median per-job CoV of
+        `pai_worker_minibatch_cov.csv`: a worker's mini-batch times vary around its
+        machine's mean by about that much). Seeded by the run's seed and the round; none
+        without machine variation (every machine is then the table's).
+        """
+        if not self.perf_options.machine_variation:
+            return []
+        sigma = math.sqrt(math.log1p(self.tables.machine_cov**2))
+        rng = np.random.default_rng([self.seed, self._round, 0x0B5E])
+        out: list[ThroughputObservation] = []
+        reported = self._reported_placements
+        for job_id, job in self._active.items():
+            if job.state != _RUNNING or reported.get(job_id) == job.placement:
+                continue
+            reported[job_id] = job.placement
+            for assignment in job.placement:
+                factor = self.model.node_factor[assignment.node_id]
+                noise = math.exp(sigma * float(rng.standard_normal()))
+                out.append(
+                    ThroughputObservation(
+                        node_id=assignment.node_id,
+                        job_id=job_id,
+                        model=job.shape.family,
+                        relative_speed=factor * noise,
+                    )
+                )
+        return out
 
     def round_seed(self) -> int:
         """The policy seed of the pending round: fixed by the run's seed and the round index."""

@@ -20,6 +20,7 @@ fresh service, or another `Simulation(cluster_id=...)`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Protocol
 
@@ -30,8 +31,9 @@ from pydantic import JsonValue
 from policies.common.reclaim import run_reclaim
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
-from policies.model import Snapshot, decode, encode
+from policies.model import Snapshot, ThroughputObservation, decode, encode
 from policies.profiles import Profile, load_profiles
+from policies.protocols import FeedbackLearner
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
 from policies.registry import Registry, build_registry
 
@@ -93,6 +95,16 @@ class EngineDecider:
         outcome = self.pipeline.run(snapshot, state=self.state, seed=seed, decision_id=decision_id)
         self.state.update(outcome.state)
         return outcome.decision
+
+    def observe(self, observations: Sequence[ThroughputObservation]) -> None:
+        """Throughput feedback between rounds: each feedback learner of the pipeline folds
+        it into its state, as the service does on `POST /v1/feedback`."""
+        if not observations:
+            return
+        for policy in (self.pipeline.ordering, self.pipeline.scaling, self.pipeline.placement):
+            if isinstance(policy, FeedbackLearner):
+                key = policy.state_key
+                self.state[key] = policy.learn(self.state.get(key), observations)
 
     def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
         """The profile's reclaim policy through `run_reclaim`, as `POST /v1/reclaim` answers."""

@@ -48,7 +48,13 @@ from app.errors import (
     validation_error,
 )
 from app.metrics import Metrics
-from app.schemas import DecisionRequest, FeedbackRequest, StageDecisionRequest
+from app.schemas import (
+    DecisionRequest,
+    FeedbackEvent,
+    FeedbackRequest,
+    StageDecisionRequest,
+    ThroughputObserved,
+)
 from app.services.shadow import ShadowDecider, ShadowTarget
 from policies.decision import ENGINE_STAGES, Stage
 from policies.engine import Pipeline, PolicyFault
@@ -57,13 +63,14 @@ from policies.model import (
     Frozen,
     Problem,
     Snapshot,
+    ThroughputObservation,
     decode,
     encode,
     snapshot_problems,
     to_builtins,
 )
 from policies.profiles import Profile
-from policies.protocols import learned_model_key
+from policies.protocols import FeedbackLearner, learned_model_key
 from policies.registry import Registry
 from storage.cache import Cache, InProcessCache
 from storage.records import DecisionRecord, FeedbackRecord
@@ -292,6 +299,34 @@ class DecisionService:
                 lock = self._cluster_locks[cluster_id] = threading.Lock()
             return lock
 
+    def _learners(self) -> dict[str, FeedbackLearner]:
+        """State key → the served policy that learns it from feedback (one per key)."""
+        learners: dict[str, FeedbackLearner] = {}
+        for pipeline in self.pipelines.values():
+            for policy in (pipeline.ordering, pipeline.scaling, pipeline.placement):
+                if isinstance(policy, FeedbackLearner):
+                    learners.setdefault(policy.state_key, policy)
+        return learners
+
+    def learn(self, cluster_id: str, observations: Sequence[ThroughputObservation]) -> None:
+        """Fold observed throughput into the cluster's state of every feedback learner.
+
+        Under the cluster's lock, like a stateful decision, so neither loses the other's
+        write within a process.
+        """
+        learners = self._learners()
+        if not learners or not observations:
+            return
+        with self._cluster_lock(cluster_id):
+            state = self.load_state(cluster_id, tuple(learners))
+            self.save_state(
+                cluster_id,
+                {
+                    key: learner.learn(state.get(key), observations)
+                    for key, learner in learners.items()
+                },
+            )
+
     def load_state(self, cluster_id: str, keys: Sequence[str]) -> dict[str, JsonValue]:
         """The cluster's kept state under `keys`; a key never written (or unreadable) is absent."""
         state: dict[str, JsonValue] = {}
@@ -383,9 +418,18 @@ class DecisionService:
 
 
 class FeedbackService:
-    def __init__(self, log: LogSink, metrics: Metrics) -> None:
+    """Logs every outcome; throughput observed on a node against an expected speed also goes
+    to `learn` (the decision service's feedback learners), per cluster."""
+
+    def __init__(
+        self,
+        log: LogSink,
+        metrics: Metrics,
+        learn: Callable[[str, Sequence[ThroughputObservation]], None] | None = None,
+    ) -> None:
         self.log = log
         self.metrics = metrics
+        self.learn = learn
 
     def accept(self, body: bytes, caller: str | None = None) -> int:
         request = parse_body(body, FeedbackRequest)
@@ -409,4 +453,28 @@ class FeedbackService:
                 )
             )
             self.metrics.feedback.labels(event.kind).inc()
+        if self.learn is not None:
+            for cluster_id, observations in _observations(request.events).items():
+                self.learn(cluster_id, observations)
         return len(request.events)
+
+
+def _observations(events: Sequence[FeedbackEvent]) -> dict[str, list[ThroughputObservation]]:
+    """Throughput events a GP can learn from (a node, a speed, an expected speed), by cluster."""
+    out: dict[str, list[ThroughputObservation]] = {}
+    for event in events:
+        if (
+            isinstance(event, ThroughputObserved)
+            and event.node_id
+            and event.expected_samples_per_s
+            and event.samples_per_s > 0
+        ):
+            out.setdefault(event.cluster_id, []).append(
+                ThroughputObservation(
+                    node_id=event.node_id,
+                    job_id=event.job_id,
+                    model=event.model or "",
+                    relative_speed=event.samples_per_s / event.expected_samples_per_s,
+                )
+            )
+    return out

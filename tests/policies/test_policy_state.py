@@ -115,7 +115,12 @@ def test_state_keys_list_what_the_policies_read_or_write() -> None:
     builtin = build_registry()
     for profile in load_profiles(builtin).values():
         keys = Pipeline.build(profile, builtin).state_keys
-        expected = {"oasis": ("oasis",), "tiresias": ("tiresias",)}.get(profile.name, ())
+        expected = {
+            "oasis": ("oasis",),
+            "tiresias": ("tiresias",),
+            "hetero-greedy": ("tiresias",),
+            "dual-agent": ("rwgp",),
+        }.get(profile.name, ())
         assert keys == expected, profile.name
 
 

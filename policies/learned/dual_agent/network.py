@@ -1,0 +1,266 @@
+"""The dual agent's model: the ordering network, the placement agent's ranking, the GP's
+hyperparameters, saved together as one safetensors file.
+
+Xing et al., KDD 2023. The ordering agent is permutation-equivariant and scales to
+any number of jobs through **squeeze and communicate** (the abstract's words): each
+job is embedded alone, the embeddings are squeezed (mean- and max-pooled) into one
+cluster summary, the summary is communicated back to every job, and each job is
+scored from its own embedding and the summary. Permuting the jobs permutes the
+scores, whatever the number of jobs (a Deep Sets / PointNet shape; Zaheer et al.,
+NeurIPS 2017). The layer sizes are ours.
+
+The placement agent's learned parameters are few and interpretable (ours): a
+risk attitude `κ` (a machine's speed is judged at `μ + κσ` of its posterior: `κ < 0`
+is risk-averse, `κ > 0` optimistic) and a value of time `λ` in dollars per GPU-hour
+(a machine is ranked by predicted speed per `price + λ`, so `λ` trades fee against
+completion time). Both are trained jointly with the ordering network
+(:mod:`training.dual_agent`).
+
+Saved as constructor parameters plus tensors (safetensors, the configuration in
+the header), loaded without unpickling, as DL2's model is.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+from torch import nn
+
+from policies.learned.dual_agent.features import CLUSTER_FEATURES, JOB_FEATURES
+from policies.learned.dual_agent.gp import GpHyper
+from policies.learned.models import ModelLoadError
+
+FORMAT = "arbiter-dual-agent"
+FORMAT_VERSION = "1"
+_HEADER_KEY = "arbiter"
+
+
+class DualAgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_features: int = Field(default=JOB_FEATURES, ge=1)
+    cluster_features: int = Field(default=CLUSTER_FEATURES, ge=0)
+    hidden: int = Field(default=32, ge=1, le=1024)
+
+
+class OrderingNetwork(nn.Module):
+    """Jobs [J, F] and cluster features [C] → one score per job [J] (higher: served earlier)."""
+
+    def __init__(self, config: DualAgentConfig) -> None:
+        super().__init__()
+        h = config.hidden
+        self.embed1 = nn.Linear(config.job_features, h)
+        self.embed2 = nn.Linear(h, h)
+        self.squeeze = nn.Linear(2 * h + config.cluster_features, h)
+        self.score1 = nn.Linear(2 * h, h)
+        self.score2 = nn.Linear(h, 1)
+
+    def summary(
+        self, jobs: torch.Tensor, cluster: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-job embeddings [J, H] and the squeezed cluster summary [H]."""
+        embedded = torch.relu(self.embed2(torch.relu(self.embed1(jobs))))
+        if embedded.shape[0] == 0:
+            pooled = torch.zeros(2 * embedded.shape[1], dtype=embedded.dtype)
+        else:
+            pooled = torch.cat([embedded.mean(0), embedded.max(0).values])
+        summary = torch.relu(self.squeeze(torch.cat([pooled, cluster])))
+        return embedded, summary
+
+    def forward(self, jobs: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        embedded, summary = self.summary(jobs, cluster)
+        # Communicate: every job sees the same summary beside its own embedding.
+        shared = summary.expand(embedded.shape[0], -1)
+        hidden = torch.relu(self.score1(torch.cat([embedded, shared], dim=1)))
+        out: torch.Tensor = self.score2(hidden).squeeze(-1)
+        return out
+
+
+class PlacementHead(nn.Module):
+    """The placement agent's learned attitude: risk `κ`, value of time `λ`, temperature."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.risk = nn.Parameter(torch.tensor([-1.0]))
+        self.raw_time_value = nn.Parameter(torch.tensor([0.0]))
+        self.log_temperature = nn.Parameter(torch.tensor([-2.0]))
+        """Softness of the sampled ranking in training; serving takes the best machine."""
+
+    @property
+    def time_value(self) -> torch.Tensor:
+        """λ ≥ 0, dollars per GPU-hour that one GPU-hour of a job's time is worth."""
+        return nn.functional.softplus(self.raw_time_value)
+
+    def scores(
+        self, log_speed: torch.Tensor, std: torch.Tensor, price: torch.Tensor
+    ) -> torch.Tensor:
+        """log(speed at μ + κσ) − log(price + λ), per machine: work per dollar-and-time."""
+        return log_speed + self.risk * std - torch.log(price + self.time_value + 1e-3)
+
+
+class DualAgentModel:
+    """Configuration, ordering network, placement head and GP hyperparameters."""
+
+    def __init__(
+        self,
+        config: DualAgentConfig,
+        ordering: OrderingNetwork | None = None,
+        placement: PlacementHead | None = None,
+        gp: GpHyper | None = None,
+    ) -> None:
+        self.config = config
+        self.ordering = ordering if ordering is not None else OrderingNetwork(config)
+        self.placement = placement if placement is not None else PlacementHead()
+        self.gp = gp if gp is not None else GpHyper()
+        self._views: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+
+    @classmethod
+    def initial(cls, config: DualAgentConfig | None = None, seed: int = 0) -> DualAgentModel:
+        """Fresh weights; the same seed gives the same model."""
+        cfg = config or DualAgentConfig()
+        generator = torch.Generator().manual_seed(seed)
+        ordering = OrderingNetwork(cfg)
+        with torch.no_grad():
+            for module in ordering.modules():
+                if isinstance(module, nn.Linear):
+                    bound = 1.0 / module.in_features**0.5
+                    module.weight.uniform_(-bound, bound, generator=generator)
+                    module.bias.uniform_(-bound, bound, generator=generator)
+        return cls(cfg, ordering)
+
+    def parameters(self) -> list[nn.Parameter]:
+        return [
+            *self.ordering.parameters(),
+            *self.placement.parameters(),
+            *self.gp.parameters(),
+        ]
+
+    def scores(self, jobs: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        """Scores through the torch module (with gradients if enabled): training's path."""
+        out: torch.Tensor = self.ordering(jobs, cluster)
+        return out
+
+    def scores_numpy(self, jobs: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+        """The same scores in NumPy on views of the module's parameters: serving's path.
+
+        As DL2's `state_logits`: for a network this small, torch's per-operation
+        dispatch and its intra-op thread pool (which stalls whenever another process
+        holds a core) cost more than the arithmetic. The views share the parameters'
+        memory; the tests hold the two paths equal.
+        """
+        if self._views is None:
+            net = self.ordering
+            self._views = tuple(
+                (_array(layer.weight).T, _array(layer.bias))
+                for layer in (net.embed1, net.embed2, net.squeeze, net.score1, net.score2)
+            )
+        (w1, b1), (w2, b2), (ws, bs), (w3, b3), (w4, b4) = self._views
+        embedded = np.maximum(np.maximum(jobs @ w1 + b1, 0.0) @ w2 + b2, 0.0)
+        if len(jobs) == 0:
+            pooled = np.zeros(2 * embedded.shape[1], dtype=np.float32)
+        else:
+            pooled = np.concatenate([embedded.mean(0), embedded.max(0)])
+        summary = np.maximum(np.concatenate([pooled, cluster]) @ ws + bs, 0.0)
+        shared = np.broadcast_to(summary, (len(jobs), summary.shape[0]))
+        hidden = np.maximum(np.concatenate([embedded, shared], axis=1) @ w3 + b3, 0.0)
+        out: np.ndarray = (hidden @ w4 + b4)[:, 0]
+        return out
+
+    def gp_hyper(self) -> dict[str, torch.Tensor]:
+        return self.gp.positive()
+
+    # -- persistence ----------------------------------------------------------------------------
+    def meta(self) -> dict[str, JsonValue]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "config": self.config.model_dump(mode="json"),
+        }
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        for prefix, module in (
+            ("ordering", self.ordering),
+            ("placement", self.placement),
+            ("gp", self.gp),
+        ):
+            for name, tensor in module.state_dict().items():
+                out[f"{prefix}.{name}"] = tensor.detach().contiguous()
+        return out
+
+    def to_bytes(self) -> bytes:
+        """Safetensors bytes; equal weights give equal bytes (one metadata key)."""
+        header = json.dumps(self.meta(), sort_keys=True, separators=(",", ":"))
+        return save_tensors(self._tensors(), metadata={_HEADER_KEY: header})
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> DualAgentModel:
+        """Load what :meth:`to_bytes` wrote; ModelLoadError for anything else."""
+        header = _header_metadata(data)
+        if header.get("format") != FORMAT:
+            raise ModelLoadError(f"not a dual-agent model (format {header.get('format')!r})")
+        if header.get("format_version") != FORMAT_VERSION:
+            raise ModelLoadError(
+                f"dual-agent model format version {header.get('format_version')!r}; "
+                f"this code reads {FORMAT_VERSION!r}"
+            )
+        try:
+            config = DualAgentConfig.model_validate(header.get("config"))
+        except ValidationError as error:
+            raise ModelLoadError(f"dual-agent model configuration: {error}") from error
+        try:
+            tensors = load_tensors(data)
+        except (SafetensorError, ValueError, RuntimeError) as error:
+            raise ModelLoadError(f"dual-agent weights: {error}") from error
+        model = cls(config)
+        for prefix, module in (
+            ("ordering", model.ordering),
+            ("placement", model.placement),
+            ("gp", model.gp),
+        ):
+            part = {
+                k.removeprefix(prefix + "."): v
+                for k, v in tensors.items()
+                if k.startswith(prefix + ".")
+            }
+            try:
+                module.load_state_dict(part, strict=True)
+            except RuntimeError as error:
+                raise ModelLoadError(
+                    f"dual-agent weights do not fit the configuration ({prefix}): {error}"
+                ) from error
+        for name, tensor in model._tensors().items():
+            if not bool(torch.isfinite(tensor).all()):
+                raise ModelLoadError(f"dual-agent weights: {name} has non-finite values")
+        model.ordering.eval()
+        return model
+
+
+def _array(parameter: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU parameter (shared memory, no copy)."""
+    view: np.ndarray = parameter.detach().numpy()
+    return view
+
+
+def _header_metadata(data: bytes) -> dict[str, JsonValue]:
+    """Arbiter's metadata in a safetensors file, read without touching the tensors."""
+    if len(data) < 8:
+        raise ModelLoadError("dual-agent model: too short to be a safetensors file")
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > len(data) - 8 or length > 10_000_000:
+        raise ModelLoadError("dual-agent model: safetensors header length is out of range")
+    try:
+        header = json.loads(data[8 : 8 + length])
+        ours = json.loads(header["__metadata__"][_HEADER_KEY])
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ModelLoadError(f"dual-agent model: no readable metadata: {error}") from error
+    if not isinstance(ours, dict):
+        raise ModelLoadError("dual-agent model: the header's metadata is not an object")
+    return ours

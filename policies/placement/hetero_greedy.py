@@ -1,0 +1,100 @@
+"""Heterogeneity-aware greedy placement: the fastest free GPUs per dollar, by the speed table.
+
+The baseline the dual agent is compared with (Xing et al., KDD 2023, compare with
+heterogeneity-aware heuristics; this one is ours): it knows each job's true speed
+per GPU type (`Job.gpu_type_speed`, which the simulator fills from the measured
+table of `shared/perf/gavel_throughput.csv`) and each machine's price, ranks the
+machines that can take a worker by speed per dollar, and fills them in that order.
+It knows nothing of machine-to-machine variation: that is what RWGP learns.
+
+The plan (shared with :mod:`policies.placement.rwgp`): the best-ranked machine
+that holds the whole job, unless filling machines in rank order reaches a better
+worst machine after the spread penalty (a synchronous job runs at its slowest
+worker, and a job spread over machines pays for it in communication; Gavel's
+measurements in `shared/perf/locality_slowdown.csv`). Among equally ranked
+machines, the tightest fit first, leaving large holes for large jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policies.capacity import FreeCapacity, assignments_for, not_enough_room
+from policies.decision import Stage
+from policies.model import Job
+from policies.protocols import Context, PlacementOutcome
+
+MIN_PRICE = 0.01
+"""Dollars per GPU-hour a free (unpriced) machine is taken to cost, so ratios stay finite."""
+
+
+class HeteroGreedyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spread_penalty: float = Field(
+        default=0.85,
+        gt=0,
+        le=1,
+        description=(
+            "Speed kept by a job spread over several machines (ours: between Gavel's "
+            "median spread-over-packed ratios of the measured families)."
+        ),
+    )
+
+
+def ranked_plan(
+    job: Job,
+    workers: int,
+    free: FreeCapacity,
+    score: Mapping[str, float],
+    spread_penalty: float,
+) -> list[tuple[str, int]] | str:
+    """(node, workers) picks by `score` (higher is better), or why the job does not fit."""
+    candidates = free.candidate_nodes(job)
+    room = sum(fit for _, fit in candidates)
+    if room < workers:
+        return not_enough_room(job, workers, room)
+    position = {node_id: i for i, (node_id, _) in enumerate(candidates)}
+    ranked = sorted(candidates, key=lambda c: (-score[c[0]], free.free_count(c[0]), position[c[0]]))
+    single = next((node_id for node_id, fit in ranked if fit >= workers), None)
+    picks: list[tuple[str, int]] = []
+    left = workers
+    for node_id, fit in ranked:
+        take = min(fit, left)
+        picks.append((node_id, take))
+        left -= take
+        if left == 0:
+            break
+    if len(picks) == 1 or single is None:
+        return picks
+    spread_value = min(score[n] for n, _ in picks) + math.log(spread_penalty)
+    return [(single, workers)] if score[single] >= spread_value else picks
+
+
+class HeteroGreedy:
+    name: ClassVar[str] = "hetero_greedy"
+    version: ClassVar[str] = "1"
+    stage: ClassVar[Stage] = Stage.PLACEMENT
+    summary: ClassVar[str] = "Fastest free GPUs per dollar by the true speed table."
+    source: ClassVar[str] = (
+        "Heterogeneity-aware greedy baseline (ours), as compared in Xing et al., KDD 2023."
+    )
+    Params: ClassVar[type[HeteroGreedyParams]] = HeteroGreedyParams
+
+    def __init__(self, params: HeteroGreedyParams) -> None:
+        self.params = params
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        score = {
+            node.id: math.log(max(job.gpu_type_speed.get(node.gpu_type, 1.0), 1e-6))
+            - math.log(max(node.price_per_gpu_hour, MIN_PRICE))
+            for node in (free.node(n) for n, _ in free.candidate_nodes(job))
+        }
+        plan = ranked_plan(job, workers, free, score, self.params.spread_penalty)
+        if isinstance(plan, str):
+            return PlacementOutcome(reason=plan)
+        return PlacementOutcome(assignments=assignments_for(free, job, plan))
