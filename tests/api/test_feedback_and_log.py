@@ -136,3 +136,43 @@ def test_feedback_ids_the_log_cannot_store_are_refused_at_once(client: TestClien
     assert [p["path"] for p in first.json()["problems"]] == ["events[0].event_id"]
     assert second.status_code == 422
     assert [p["path"] for p in second.json()["problems"]] == ["events[0].event_id"]
+
+
+def test_throughput_feedback_teaches_the_dual_agents_gp_for_its_cluster(
+    client: TestClient,
+) -> None:
+    nodes = [
+        {"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "price_per_gpu_hour": 3.06} for i in range(3)
+    ]
+    snapshot = {
+        "cluster_id": "hetero",
+        "nodes": nodes,
+        "jobs": [{"id": "j", "workers": 1, "model": "resnet50"}],
+    }
+    before = client.post("/v1/decisions", json={"profile": "dual-agent", "snapshot": snapshot})
+    events = [
+        {
+            "event_id": f"t{i}",
+            "kind": "throughput",
+            "cluster_id": "hetero",
+            "job_id": "old",
+            "node_id": "n2",
+            "model": "resnet50",
+            "samples_per_s": 60.0,
+            "expected_samples_per_s": 100.0,
+        }
+        for i in range(5)
+    ]
+    accepted = client.post("/v1/feedback", json={"events": events})
+    after = client.post("/v1/decisions", json={"profile": "dual-agent", "snapshot": snapshot})
+    other = client.post(
+        "/v1/decisions",
+        json={"profile": "dual-agent", "snapshot": {**snapshot, "cluster_id": "elsewhere"}},
+    )
+
+    assert accepted.status_code == 202
+    [first] = before.json()["placement"]
+    [second] = after.json()["placement"]
+    assert first["details"]["gp_machines_observed"] == 0
+    assert second["details"]["gp_machines_observed"] == 1
+    assert other.json()["placement"][0]["details"]["gp_machines_observed"] == 0

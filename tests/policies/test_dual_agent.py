@@ -1,0 +1,252 @@
+"""The dual agent: equivariant ordering, the RWGP kernel and posterior, feedback, fallbacks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from msgspec.structs import replace as replace_struct
+
+from policies.engine import Pipeline
+from policies.learned.dual_agent.features import (
+    CLUSTER_FEATURES,
+    JOB_FEATURES,
+    cluster_features,
+    job_features,
+)
+from policies.learned.dual_agent.gp import (
+    GpHyper,
+    MachineGp,
+    MachineObservations,
+    graph_parts,
+    inputs,
+    posterior,
+)
+from policies.learned.dual_agent.network import DualAgentModel
+from policies.learned.models import ModelBlob, ModelLoadError, StaticModels
+from policies.model import Node, Snapshot, ThroughputObservation, Topology
+from policies.placement.rwgp import STATE_KEY, learn_from, observations_of
+from policies.profiles import load_profiles
+from policies.registry import build_registry
+from tests.policies.builders import job, node, running, snap
+from tests.policies.checks import assert_valid_decision
+
+PRICES = {"V100": 3.06, "P100": 1.46, "K80": 0.45}
+
+
+def hetero_nodes(per_type: int = 3) -> list[Node]:
+    return [
+        node(
+            f"{gpu.lower()}-{i}",
+            gpus=4,
+            gpu_type=gpu,
+            price_per_gpu_hour=price,
+            topology={"rack": f"{gpu.lower()}-rack"},
+        )
+        for gpu, price in PRICES.items()
+        for i in range(per_type)
+    ]
+
+
+def hetero_snapshot() -> Snapshot:
+    speeds = {"V100": 1.0, "P100": 0.6, "K80": 0.3}
+    jobs = [
+        job(
+            f"j{i}",
+            workers=1,
+            gpus_per_worker=2,
+            submit_time=float(i),
+            model="resnet50",
+            gpu_type_speed=speeds,
+            attained_service_gpu_s=100.0 * i,
+        )
+        for i in range(6)
+    ]
+    jobs.append(running("r0", {"v100-0": (0, 1)}, model="lm", gpu_type_speed=speeds))
+    return snap(hetero_nodes(), jobs, now=100.0)
+
+
+def dual_agent_pipeline(models: StaticModels | None = None) -> Pipeline:
+    registry = build_registry()
+    return Pipeline.build(load_profiles(registry)["dual-agent"], registry, models)
+
+
+# -- the ordering agent -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jobs", [1, 5, 40])
+def test_permuting_the_jobs_permutes_the_ordering_scores(jobs: int) -> None:
+    model = DualAgentModel.initial(seed=3)
+    rng = np.random.default_rng(jobs)
+    features = rng.normal(size=(jobs, JOB_FEATURES)).astype(np.float32)
+    cluster = rng.normal(size=CLUSTER_FEATURES).astype(np.float32)
+    permutation = rng.permutation(jobs)
+
+    scores = model.scores_numpy(features, cluster)
+    permuted = model.scores_numpy(features[permutation], cluster)
+
+    np.testing.assert_allclose(permuted, scores[permutation], rtol=1e-5, atol=1e-6)
+
+
+def test_the_served_numpy_scores_equal_the_torch_module() -> None:
+    model = DualAgentModel.initial(seed=1)
+    snapshot = hetero_snapshot()
+    features = job_features(snapshot, snapshot.jobs)
+    cluster = cluster_features(snapshot, snapshot.jobs)
+
+    with torch.no_grad():
+        reference = model.scores(torch.from_numpy(features), torch.from_numpy(cluster)).numpy()
+
+    np.testing.assert_allclose(model.scores_numpy(features, cluster), reference, rtol=1e-5)
+
+
+def test_a_saved_model_loads_with_identical_scores_and_gp_hyperparameters() -> None:
+    model = DualAgentModel.initial(seed=5)
+    loaded = DualAgentModel.from_bytes(model.to_bytes())
+    snapshot = hetero_snapshot()
+    features = job_features(snapshot, snapshot.jobs)
+    cluster = cluster_features(snapshot, snapshot.jobs)
+
+    assert loaded.to_bytes() == model.to_bytes()
+    np.testing.assert_array_equal(
+        loaded.scores_numpy(features, cluster), model.scores_numpy(features, cluster)
+    )
+    with pytest.raises(ModelLoadError):
+        DualAgentModel.from_bytes(b"not a model")
+
+
+# -- RWGP -----------------------------------------------------------------------------------------
+
+
+def random_machines(rng: np.random.Generator, count: int) -> list[Node]:
+    types = ["V100", "P100", "K80", "T4"]
+    return [
+        Node(
+            id=f"m{i}",
+            gpu_type=types[int(rng.integers(len(types)))],
+            gpus=int(rng.choice([1, 2, 4, 8])),
+            price_per_gpu_hour=float(rng.uniform(0.1, 5.0)),
+            topology=Topology(rack=f"r{int(rng.integers(4))}" if rng.random() < 0.8 else ""),
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_gp_kernel_is_positive_semidefinite_on_random_machine_graphs(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    nodes = random_machines(rng, int(rng.integers(2, 40)))
+    observed = MachineObservations(
+        {n.id: float(rng.normal(0, 0.1)) for n in nodes if rng.random() < 0.5}, {}
+    )
+    hyper = GpHyper()
+    with torch.no_grad():
+        for parameter in hyper.parameters():
+            parameter.copy_(torch.from_numpy(rng.normal(0, 2, parameter.shape)))
+    gp = MachineGp(None, None, _likelihood(), graph_parts(nodes, observed)).double()
+    gp.set_hyper({k: v.double() for k, v in hyper.positive().items()})
+    x = inputs(nodes)
+
+    with torch.no_grad():
+        matrix = gp.covar_module(x).to_dense()
+    eigenvalues = torch.linalg.eigvalsh(0.5 * (matrix + matrix.T))
+
+    assert float(eigenvalues.min()) >= -1e-8 * max(1.0, float(eigenvalues.max()))
+
+
+def _likelihood() -> object:
+    import gpytorch  # noqa: PLC0415
+
+    return gpytorch.likelihoods.GaussianLikelihood()
+
+
+def test_the_posterior_concentrates_on_a_machine_after_repeated_feedback() -> None:
+    nodes = hetero_nodes()
+    hyper = GpHyper().positive()
+    target = "p100-1"
+    state = None
+    stds = []
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        seen = [
+            ThroughputObservation(
+                node_id=target, job_id="j", relative_speed=1.2 * math.exp(rng.normal(0, 0.1))
+            )
+            for _ in range(10)
+        ]
+        state = learn_from(state, seen)
+        value = posterior(nodes, observations_of(state), hyper)
+        mean, std = value.of(target)
+        stds.append(std)
+
+    prior_std = posterior(nodes, MachineObservations({}, {}), hyper).of(target)[1]
+    assert stds == sorted(stds, reverse=True)
+    assert stds[-1] < prior_std / 3
+    assert mean == pytest.approx(math.log(1.2), abs=0.05)
+
+
+def test_unreadable_gp_state_is_dropped_not_an_error() -> None:
+    assert observations_of({"version": 99, "nodes": {"a": [1, 0.1]}}).count == {}
+    assert observations_of({"version": 1, "nodes": {"a": "junk", "b": [2, 0.1]}}).count == {
+        "b": 2.0
+    }
+
+
+def test_a_decision_with_a_feedback_updated_gp_differs_only_in_placement() -> None:
+    snapshot = hetero_snapshot()
+    pipeline = dual_agent_pipeline()
+    before = pipeline.run(snapshot, state={}, decision_id="d", seed=0).decision
+    chosen = {a.node_id for entry in before.placement for a in entry.assignments}
+    # Every machine the first decision used turns out slow; the others as the table says.
+    seen = [
+        ThroughputObservation(
+            node_id=n.id, job_id="probe", relative_speed=0.4 if n.id in chosen else 1.0
+        )
+        for n in snapshot.nodes
+        for _ in range(20)
+    ]
+    state = {STATE_KEY: learn_from(None, seen)}
+
+    after = pipeline.run(snapshot, state=state, decision_id="d", seed=0).decision
+
+    assert_valid_decision(snapshot, after)
+    assert after.placement != before.placement
+    assert replace_struct(after, placement=(), explanations=()) == replace_struct(
+        before, placement=(), explanations=()
+    )
+    details = [entry.details for entry in after.placement if entry.details]
+    assert details
+    assert {"predicted_speed", "speed_std", "price_per_gpu_hour"} <= set(details[0])
+
+
+@pytest.mark.parametrize(
+    "weights", [b"corrupt bytes", DualAgentModel.initial().to_bytes()[:-40]], ids=["junk", "cut"]
+)
+def test_a_corrupt_model_falls_back_to_tiresias_with_consolidated_placement(
+    weights: bytes,
+) -> None:
+    snapshot = hetero_snapshot()
+    models = StaticModels({"dual-agent": ModelBlob("dual-agent", "broken", weights)})
+
+    decision = dual_agent_pipeline(models).decide(snapshot, seed=0)
+
+    assert_valid_decision(snapshot, decision)
+    assert decision.fallback is not None
+    assert decision.fallback.policy == "tiresias, consolidated"
+    assert "did not load" in decision.fallback.reason
+    assert decision.policies["ordering"].name == "tiresias"
+    assert decision.policies["placement"].name == "consolidated"
+
+
+def test_the_hetero_greedy_baseline_takes_the_most_speed_per_dollar() -> None:
+    # P100 at 0.6 of a V100 for half the price beats both V100 and K80 (0.3 at 0.45 $).
+    snapshot = snap(
+        hetero_nodes(1),
+        [job("a", gpus_per_worker=2, gpu_type_speed={"V100": 1.0, "P100": 0.6, "K80": 0.1})],
+    )
+    registry = build_registry()
+    decision = Pipeline.build(load_profiles(registry)["hetero-greedy"], registry).decide(snapshot)
+
+    assert [a.node_id for a in decision.placement[0].assignments] == ["p100-0"]
