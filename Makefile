@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-relmas dl2-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -81,6 +81,12 @@ results-relmas: $(STAMP) ## RELMAS vs the dispatch baselines, 3 seeds per scenar
 
 bench-relmas: $(STAMP) ## Dispatch decision time for 64 pending requests on one core, every dispatch profile
 	$(BIN)/python scripts/bench_relmas.py
+
+dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO + GP fit, about 5 min; UPDATES=200 for longer)
+	$(BIN)/python scripts/train_dual_agent.py $(if $(UPDATES),--updates $(UPDATES))
+
+results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy baseline, ablations: section dual-agent of docs/results.md
+	$(BIN)/python scripts/evidence_dual_agent.py --write
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py

@@ -52,6 +52,8 @@ class EpisodeSpec:
     """Recorded durations are capped here (None: as recorded)."""
     elastic_fraction: float = 0.6
     ps_fraction: float = 0.3
+    model_mix: str = "all"
+    """Model families drawn for the jobs (:class:`simulator.workload.WorkloadOptions`)."""
     seed: int = 0
     """Fills the workload options and draws the machines' speed variation."""
     given_jobs: tuple[JobSpec, ...] | None = None
@@ -96,7 +98,9 @@ class EpisodeSpec:
             cap = self.max_duration_s
             window = [dataclasses.replace(r, duration_s=min(r.duration_s, cap)) for r in window]
         options = WorkloadOptions(
-            elastic_fraction=self.elastic_fraction, ps_fraction=self.ps_fraction
+            elastic_fraction=self.elastic_fraction,
+            ps_fraction=self.ps_fraction,
+            model_mix=self.model_mix,
         )
         return make_jobs(window, options, seed=self.seed)
 

@@ -1,0 +1,56 @@
+"""Train the dual-agent model shipped with Arbiter (`make dual-agent-model`).
+
+Runs :func:`training.dual_agent.run.train_dual_agent` from fresh weights with the
+trainer's default budget (or the options given), writes the weights to
+`policies/learned/dual_agent/default/dual_agent.safetensors` (tensors only) and
+prints the run's metrics as JSON. `--updates 200` is the longer run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from training.dual_agent.run import train_dual_agent  # noqa: E402
+from training.dual_agent.trainer import DualAgentBudget  # noqa: E402
+
+SHIPPED = ROOT / "policies" / "learned" / "dual_agent" / "default" / "dual_agent.safetensors"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    defaults = DualAgentBudget()
+    parser.add_argument("--updates", type=int, default=defaults.updates)
+    parser.add_argument("--jobs", type=int, default=defaults.jobs)
+    parser.add_argument("--held-out-episodes", type=int, default=defaults.held_out_episodes)
+    parser.add_argument("--gp-fit-episodes", type=int, default=defaults.gp_fit_episodes)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=SHIPPED)
+    args = parser.parse_args(argv)
+    budget = DualAgentBudget(
+        updates=args.updates,
+        jobs=args.jobs,
+        held_out_episodes=args.held_out_episodes,
+        gp_fit_episodes=args.gp_fit_episodes,
+    )
+    result = train_dual_agent(
+        None,
+        budget,
+        seed=args.seed,
+        start="scratch",
+        on_progress=lambda stage, fraction: print(
+            f"{stage} {fraction:.0%}", file=sys.stderr, flush=True
+        ),
+    )
+    args.out.write_bytes(result.model.to_bytes())
+    print(json.dumps({"metrics": result.metrics, "log": result.log}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
