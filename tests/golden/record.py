@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policies.decision import Decision
 from policies.engine import Pipeline
-from policies.model import Snapshot, to_builtins
+from policies.model import Snapshot, ThroughputObservation, to_builtins
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from policies.registry import build_registry
 from simulator.cluster import ClusterSpec, load_cluster
@@ -122,6 +122,10 @@ class Recorder:
         self.rounds = 0
         self.decisions: list[dict[str, Any]] = []
         self.reclaims: list[dict[str, Any]] = []
+
+    def observe(self, observations: Sequence[ThroughputObservation]) -> None:
+        """Feedback between rounds reaches the wrapped decider, as in an unwrapped run."""
+        self.inner.observe(observations)
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
         keys = self.inner.pipeline.state_keys
