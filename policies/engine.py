@@ -97,7 +97,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Fallbacks:
-    """The heuristic that answers a stage when its policy cannot (one stage per decision)."""
+    """The heuristics that answer stages whose policy cannot (each stage at most once)."""
 
     admission: AdmissionPolicy | None = None
     ordering: OrderingPolicy | None = None
