@@ -43,12 +43,13 @@ from policies.protocols import Context, Ordering
 class DualAgentOrderingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    latency_budget_ms: float = Field(
-        default=250.0,
+    latency_budget_ms: float | None = Field(
+        default=None,
         ge=0,
         description=(
-            "Most milliseconds one ordering may take; past it the profile's fallback "
-            "answers (0: always give up, for tests)."
+            "Most wall-clock milliseconds one ordering may take; past it the profile's "
+            "fallback answers (0: always give up, for tests). Default: no clock (decisions "
+            "stay deterministic; the service's ARBITER_DECISION_CPU_BUDGET_MS bounds them)."
         ),
     )
     use_shipped_model: bool = Field(
@@ -110,10 +111,10 @@ class DualAgentOrdering:
         if not np.isfinite(scores).all():
             raise InvalidActionError("the ordering network produced non-finite scores")
         elapsed_ms = (time.perf_counter() - started) * 1000.0
-        if elapsed_ms > self.params.latency_budget_ms:
+        budget_ms = self.params.latency_budget_ms
+        if budget_ms is not None and elapsed_ms > budget_ms:
             raise LatencyBudgetExceededError(
-                f"{elapsed_ms:.1f} ms for {len(jobs)} jobs, over the budget of "
-                f"{self.params.latency_budget_ms:g} ms"
+                f"{elapsed_ms:.1f} ms for {len(jobs)} jobs, over the budget of {budget_ms:g} ms"
             )
         return Ordering(job_ids=ranked_ids(ctx, jobs, scores), backfill=True)
 

@@ -250,3 +250,21 @@ def test_the_hetero_greedy_baseline_takes_the_most_speed_per_dollar() -> None:
     decision = Pipeline.build(load_profiles(registry)["hetero-greedy"], registry).decide(snapshot)
 
     assert [a.node_id for a in decision.placement[0].assignments] == ["p100-0"]
+
+
+def test_a_slow_model_falls_back_and_says_so() -> None:
+    snapshot = hetero_snapshot()
+    registry = build_registry()
+    profile = load_profiles(registry)["dual-agent"]
+    slow = profile.model_copy(
+        update={
+            "ordering": profile.ordering.model_copy(update={"params": {"latency_budget_ms": 0}}),
+        }
+    )
+
+    decision = Pipeline.build(slow, registry).decide(snapshot, seed=0)
+
+    assert_valid_decision(snapshot, decision)
+    assert decision.fallback is not None
+    assert decision.fallback.policy == "tiresias"
+    assert "over the budget of 0 ms" in decision.fallback.reason
