@@ -14,6 +14,7 @@ from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService
 from app.services.dispatch import DispatchService
 from app.services.health import HealthService
+from app.services.k8s import KubeExtender
 from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
 from app.services.retrain import RetrainService
@@ -34,6 +35,7 @@ class Services:
     retrain: RetrainService
     threads: DecisionThreads  # where the raw-body routes run their service calls
     dispatch: DispatchService
+    k8s: KubeExtender
 
 
 def _services(request: Request) -> Services:

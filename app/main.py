@@ -21,11 +21,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 
+from app.adapters import k8s as k8s_wire
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
 from app.metrics import Metrics
-from app.routers import admin, catalog, decisions, dispatch, feedback, health, reclaim
+from app.routers import admin, catalog, decisions, dispatch, feedback, health, k8s, reclaim
 from app.schemas import (
     DecisionRequest,
     DispatchRequestBody,
@@ -37,6 +38,7 @@ from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService, SnapshotLimits
 from app.services.dispatch import DispatchService
 from app.services.health import HealthService
+from app.services.k8s import ApiBinder, ExtenderOptions, KubeExtender
 from app.services.models import ActiveModels, ModelService, ModelWatcher
 from app.services.reclaim import ReclaimService
 from app.services.retrain import LocalProcessQueue, RetrainQueue, RetrainService, RqRetrainQueue
@@ -87,6 +89,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     registry = build_registry()
     profiles = load_profiles(registry, settings.profiles_file)
     shadows = shadow_targets(settings.shadow, profiles)  # a bad ARBITER_SHADOW fails here
+    if settings.k8s_profile not in profiles:
+        known = ", ".join(sorted(profiles))
+        raise ValueError(f"ARBITER_K8S_PROFILE {settings.k8s_profile!r} is not a profile: {known}")
     learned = {key for spec in registry.specs() if (key := learned_model_key(spec.cls))}
     trainers = all_trainers()
     if untrained := set(trainers.names()) - learned:
@@ -162,12 +167,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.redis_url
             else LocalProcessQueue(settings, sessions, on_finished=watcher.wake)
         )
+        reclaim_service = ReclaimService(registry, profiles, decision_log, metrics, limits)
+        extender = KubeExtender(
+            decision_service,
+            reclaim_service,
+            cache,
+            ExtenderOptions(
+                profile=settings.k8s_profile,
+                view_ttl_s=settings.k8s_view_ttl_s,
+                bound_ttl_s=settings.k8s_bound_ttl_s,
+                round_s=settings.k8s_round_s,
+            ),
+            binder=ApiBinder(settings.k8s_kubeconfig) if settings.k8s_kubeconfig else None,
+        )
         app.state.services = Services(
             settings=settings,
             metrics=metrics,
             decisions=decision_service,
-            reclaim=ReclaimService(registry, profiles, decision_log, metrics, limits),
-            feedback=FeedbackService(decision_log, metrics, decision_service.learn),
+            reclaim=reclaim_service,
+            feedback=FeedbackService(
+                decision_log, metrics, decision_service.learn, [extender.release_job]
+            ),
             catalog=CatalogService(registry, profiles, active_models),
             health=HealthService(
                 engine,
@@ -187,6 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ),
             threads=DecisionThreads(settings.decision_threads),
             dispatch=dispatch_service,
+            k8s=extender,
         )
         app.state.decision_log = decision_log
         app.state.model_watcher = watcher
@@ -230,6 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         catalog.router,
         health.router,
         admin.router,
+        k8s.router,
     ):
         app.include_router(router)
 
@@ -261,7 +283,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ref_template="#/components/schemas/{model}",
         )
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
-        for name, schema in {**core_defs, **defs.get("$defs", {})}.items():
+        _, wire_defs = msgspec.json.schema_components(
+            (
+                k8s_wire.ExtenderArgs,
+                k8s_wire.ExtenderFilterResult,
+                k8s_wire.HostPriority,
+                k8s_wire.ExtenderBindingArgs,
+                k8s_wire.ExtenderBindingResult,
+                k8s_wire.ExtenderPreemptionArgs,
+                k8s_wire.ExtenderPreemptionResult,
+                k8s_wire.NodeList,
+            ),
+            ref_template="#/components/schemas/{name}",
+        )
+        for name, schema in {**core_defs, **wire_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
         # FastAPI documents its own validation-error shape for every route with parameters;
         # this service answers every error, validation included, in one shape (ErrorOut).

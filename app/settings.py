@@ -139,6 +139,44 @@ class Settings(BaseSettings):
         ),
     )
 
+    k8s_profile: str = Field(
+        default="fifo-backfill",
+        min_length=1,
+        description="Profile the Kubernetes scheduler extender (/k8s/...) decides with.",
+    )
+    k8s_cluster_id: str = Field(
+        default="kubernetes",
+        min_length=1,
+        max_length=255,
+        description="Cluster id of /k8s/{verb}; /k8s/{cluster_id}/{verb} names its own.",
+    )
+    k8s_view_ttl_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Nodes and waiting pods the extender has not seen for this long are dropped.",
+    )
+    k8s_bound_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description=(
+            "Pods the extender bound are taken to hold their GPUs this long, unless a "
+            "`job_finished` feedback event for their job releases them first."
+        ),
+    )
+    k8s_round_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Longest the extender answers pods from one plan before asking again.",
+    )
+    k8s_kubeconfig: str | None = Field(
+        default=None,
+        description=(
+            "Bind through the Kubernetes API: `in-cluster`, or a kubeconfig path. Unset: "
+            "the bind verb records the binding only (the scheduler must then not delegate "
+            "binding to Arbiter)."
+        ),
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _token_strong_enough(cls, value: str | None) -> str | None:

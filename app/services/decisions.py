@@ -52,11 +52,12 @@ from app.schemas import (
     DecisionRequest,
     FeedbackEvent,
     FeedbackRequest,
+    JobFinished,
     StageDecisionRequest,
     ThroughputObserved,
 )
 from app.services.shadow import ShadowDecider, ShadowTarget
-from policies.decision import ENGINE_STAGES, Stage
+from policies.decision import ENGINE_STAGES, Decision, Stage
 from policies.engine import Pipeline, PolicyFault
 from policies.learned.models import ModelBlob, ModelProvider, StaticModels
 from policies.model import (
@@ -362,35 +363,68 @@ class DecisionService:
         else:
             request = decode_body(body, StageDecisionRequest)
             stages, endpoint = [stage], f"decisions/{stage.value}"
-        pipeline = self.pipeline(request.profile)
+        self.pipeline(request.profile)  # an unknown profile is a 404 before any 422
         check_snapshot(request.snapshot, self.limits)
-        cluster_id = request.snapshot.cluster_id
+        _, encoded = self.decide_snapshot(
+            request.profile,
+            request.snapshot,
+            stages,
+            seed=request.seed,
+            caller=caller,
+            endpoint=endpoint,
+            started=started,
+            logged_snapshot=raw_snapshot(body),
+        )
+        return encoded
+
+    def decide_snapshot(
+        self,
+        profile: str,
+        snapshot: Snapshot,
+        stages: Sequence[Stage] | None = None,
+        *,
+        seed: int = 0,
+        caller: str | None = None,
+        endpoint: str = "decisions",
+        started: float | None = None,
+        logged_snapshot: bytes | None = None,
+    ) -> tuple[Decision, bytes]:
+        """Decide for a checked snapshot, log the decision off the path; return it and its JSON.
+
+        The entry point of callers that build the snapshot themselves (the scheduler
+        adapters of :mod:`app.adapters`); the snapshot must have passed
+        :func:`check_snapshot`. `logged_snapshot` is the snapshot as the caller sent
+        it, when it came as JSON: the log keeps those bytes rather than the objects.
+        """
+        started = time.perf_counter() if started is None else started
+        pipeline = self.pipeline(profile)
+        cluster_id = snapshot.cluster_id
         try:
             if pipeline.state_keys:
                 # Decisions run on several threads: one cluster's stateful rounds go one
                 # at a time here, so a round never reads state that another is replacing.
                 with self._cluster_lock(cluster_id):
                     outcome = pipeline.run(
-                        request.snapshot,
+                        snapshot,
                         stages,
                         state=self.load_state(cluster_id, pipeline.state_keys),
-                        seed=request.seed,
+                        seed=seed,
                         cpu_budget_s=self.cpu_budget_s,
                     )
                     self.save_state(cluster_id, outcome.state)
                 decision = outcome.decision
             else:
                 decision = pipeline.decide(
-                    request.snapshot, stages, seed=request.seed, cpu_budget_s=self.cpu_budget_s
+                    snapshot, stages, seed=seed, cpu_budget_s=self.cpu_budget_s
                 )
         except PolicyFault as fault:
             raise PolicyFailedError(str(fault)) from fault
         encoded = encode(decision)
         elapsed = time.perf_counter() - started
-        self.metrics.decisions.labels(request.profile, endpoint).inc()
-        self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
+        self.metrics.decisions.labels(profile, endpoint).inc()
+        self.metrics.decision_seconds.labels(profile).observe(elapsed)
         if decision.fallback is not None:
-            self.metrics.fallbacks.labels(request.profile).inc()
+            self.metrics.fallbacks.labels(profile).inc()
         record = DecisionRecord(
             decision_id=decision.decision_id,
             cluster_id=decision.cluster_id,
@@ -399,37 +433,39 @@ class DecisionService:
             now=decision.now,
             stages=[s.value for s in decision.stages],
             policies=to_builtins(decision.policies),
-            snapshot=raw_snapshot(body),
+            snapshot=logged_snapshot if logged_snapshot is not None else snapshot,
             decision=encoded,
             latency_ms=elapsed * 1000.0,
             fallback=to_builtins(decision.fallback) if decision.fallback else None,
             caller=caller,
         )
-        if self.shadow is not None and self.shadow.shadows(request.profile):
+        if self.shadow is not None and self.shadow.shadows(profile):
             self.shadow.submit(
-                record,
-                request.snapshot,
-                tuple(stages) if stages is not None else None,
-                request.seed,
+                record, snapshot, tuple(stages) if stages is not None else None, seed
             )
         else:
             self.log.submit_decision(record)
-        return encoded
+        return decision, encoded
 
 
 class FeedbackService:
     """Logs every outcome; throughput observed on a node against an expected speed also goes
-    to `learn` (the decision service's feedback learners), per cluster."""
+    to `learn` (the decision service's feedback learners), per cluster, and a finished job
+    to every `on_job_finished` listener."""
 
     def __init__(
         self,
         log: LogSink,
         metrics: Metrics,
         learn: Callable[[str, Sequence[ThroughputObservation]], None] | None = None,
+        on_job_finished: Sequence[Callable[[str, str], object]] = (),
     ) -> None:
         self.log = log
         self.metrics = metrics
         self.learn = learn
+        # (cluster_id, job_id) → whoever keeps running jobs besides the snapshot (the
+        # Kubernetes extender's view frees a finished job's GPUs).
+        self.on_job_finished = tuple(on_job_finished)
 
     def accept(self, body: bytes, caller: str | None = None) -> int:
         request = parse_body(body, FeedbackRequest)
@@ -453,6 +489,9 @@ class FeedbackService:
                 )
             )
             self.metrics.feedback.labels(event.kind).inc()
+            if isinstance(event, JobFinished):
+                for listener in self.on_job_finished:
+                    listener(event.cluster_id, event.job_id)
         if self.learn is not None:
             for cluster_id, observations in _observations(request.events).items():
                 self.learn(cluster_id, observations)

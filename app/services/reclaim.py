@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import NoReturn
 
 from msgspec.structs import asdict
 
@@ -29,7 +30,7 @@ from app.services.decisions import (
 from policies.common.reclaim import ReclaimRequestError, run_reclaim
 from policies.decision import PolicyRef, Stage
 from policies.engine import PolicyFault
-from policies.model import Problem, encode, to_builtins
+from policies.model import Problem, Snapshot, encode, to_builtins
 from policies.profiles import Profile
 from policies.protocols import ReclaimPolicy
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest
@@ -62,39 +63,65 @@ class ReclaimService:
         """Answer a reclaim request given as raw JSON; return the answer as JSON bytes."""
         started = time.perf_counter()
         request = decode_body(body, ReclaimRequestBody)
-        policy = self.policies.get(request.profile)
-        if policy is None:
-            known = ", ".join(sorted(self.policies))
-            raise NotFoundError(f"unknown profile {request.profile!r}; known: {known}")
+        if request.profile not in self.policies:
+            self._unknown(request.profile)
         asked = _asked(request)
         check_snapshot(request.snapshot, self.limits)
+        _, encoded = self.reclaim_snapshot(
+            request.profile,
+            request.snapshot,
+            asked,
+            request.seed,
+            caller,
+            started,
+            logged_snapshot=raw_snapshot(body),
+        )
+        return encoded
+
+    def _unknown(self, profile: str) -> NoReturn:
+        known = ", ".join(sorted(self.policies))
+        raise NotFoundError(f"unknown profile {profile!r}; known: {known}")
+
+    def reclaim_snapshot(  # noqa: PLR0917 - the request's parts
+        self,
+        profile: str,
+        snapshot: Snapshot,
+        asked: ReclaimRequest,
+        seed: int = 0,
+        caller: str | None = None,
+        started: float | None = None,
+        logged_snapshot: bytes | None = None,
+    ) -> tuple[ReclaimDecision, bytes]:
+        """Answer a reclaim for a checked snapshot and log it; the answer and its JSON.
+
+        The entry point of callers that build the snapshot themselves (the scheduler
+        adapters of :mod:`app.adapters`).
+        """
+        started = time.perf_counter() if started is None else started
+        policy = self.policies.get(profile)
+        if policy is None:
+            self._unknown(profile)
         try:
-            result = run_reclaim(
-                policy,
-                request.snapshot,
-                asked,
-                request.seed,
-                self.fallbacks.get(request.profile),
-            )
+            result = run_reclaim(policy, snapshot, asked, seed, self.fallbacks.get(profile))
         except ReclaimRequestError as error:
             raise InvalidRequestError(str(error), error.problems) from error
         except PolicyFault as fault:
             raise PolicyFailedError(str(fault)) from fault
-        answered_by = policy if result.fallback is None else self.fallbacks[request.profile]
+        answered_by = policy if result.fallback is None else self.fallbacks[profile]
         decision = ReclaimDecision(
             **asdict(result),
             decision_id=uuid.uuid4().hex,
-            cluster_id=request.snapshot.cluster_id,
-            now=request.snapshot.now,
-            profile=request.profile,
+            cluster_id=snapshot.cluster_id,
+            now=snapshot.now,
+            profile=profile,
             policy=PolicyRef(name=answered_by.name, version=answered_by.version),
         )
         encoded = encode(decision)
         elapsed = time.perf_counter() - started
-        self.metrics.decisions.labels(request.profile, "reclaim").inc()
-        self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
+        self.metrics.decisions.labels(profile, "reclaim").inc()
+        self.metrics.decision_seconds.labels(profile).observe(elapsed)
         if result.fallback is not None:
-            self.metrics.fallbacks.labels(request.profile).inc()
+            self.metrics.fallbacks.labels(profile).inc()
         self.log.submit_decision(
             DecisionRecord(
                 decision_id=decision.decision_id,
@@ -104,14 +131,14 @@ class ReclaimService:
                 now=decision.now,
                 stages=[Stage.RECLAIM.value],
                 policies={Stage.RECLAIM.value: to_builtins(decision.policy)},
-                snapshot=raw_snapshot(body),
+                snapshot=logged_snapshot if logged_snapshot is not None else snapshot,
                 decision=encoded,
                 latency_ms=elapsed * 1000.0,
                 fallback=to_builtins(result.fallback) if result.fallback else None,
                 caller=caller,
             )
         )
-        return encoded
+        return decision, encoded
 
 
 def _asked(request: ReclaimRequestBody) -> ReclaimRequest:
