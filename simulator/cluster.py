@@ -97,6 +97,23 @@ def load_cluster(path: str | Path) -> ClusterSpec:
         raw = json.loads(source.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ClusterSpecError(f"{source}: not valid JSON: {error}") from error
+    return cluster_from_json(raw, str(source))
+
+
+
+
+def cluster_from_json(raw: object, source: str = "cluster") -> ClusterSpec:
+    """A spec from parsed JSON; a trace's description is refused with what to pass instead."""
+    # A trace's own description (`shared/traces/*.cluster.json`) names its trace and has
+    # no node groups; validated as a spec it would give a dozen messages about fields.
+    if isinstance(raw, dict) and "trace" in raw and "node_groups" not in raw:
+        trace = raw.get("trace")
+        raise ClusterSpecError(
+            f"{source} describes the cluster a trace was recorded on (a trace's "
+            "`*.cluster.json`), not a cluster to simulate: pass a cluster spec from "
+            f"shared/clusters instead (for trace {trace!r}: shared/clusters/{trace}.json; "
+            "shared/clusters/README.md pairs each trace with its spec)"
+        )
     try:
         return ClusterSpec.model_validate(raw)
     except ValidationError as error:

@@ -16,7 +16,7 @@ import csv
 import gzip
 import io
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
@@ -83,7 +83,7 @@ def _open_text(path: Path) -> io.TextIOBase:
 class _RowReader:
     """Parses the fields of one row, raising TraceError that names line and field."""
 
-    def __init__(self, path: str, line: int, row: dict[str, str]) -> None:
+    def __init__(self, path: str, line: int, row: Mapping[str, str | None]) -> None:
         self.path = path
         self.line = line
         self.row = row
@@ -143,53 +143,81 @@ def iter_trace(path: str | Path, max_jobs: int | None = None) -> Iterator[TraceJ
             raise TraceError(
                 name, 1, unknown[0], f"unknown column; the schema has {', '.join(COLUMNS)}"
             )
-        seen: set[str] = set()
-        last_submit = -math.inf
-        for count, row in enumerate(reader):
-            if max_jobs is not None and count >= max_jobs:
-                return
-            line = reader.line_num
-            if None in row:
-                raise TraceError(name, line, "row", "more cells than the header has columns")
-            parse = _RowReader(name, line, row)
-            job_id = parse.text("job_id")
-            if not job_id:
-                raise parse.fail("job_id", "is empty but required")
-            if job_id in seen:
-                raise parse.fail("job_id", f"{job_id!r} appears twice")
-            seen.add(job_id)
-            submit = parse.number("submit_time_s", required=True, minimum=0.0, strict=False)
-            assert submit is not None
-            if submit < last_submit:
-                raise parse.fail(
-                    "submit_time_s",
-                    f"{submit:g} is earlier than the row before ({last_submit:g}); "
-                    "rows must be sorted by submission time",
-                )
-            last_submit = submit
-            gpus = parse.integer("num_gpus", required=True, minimum=1)
-            duration = parse.number("duration_s", required=True, minimum=0.0, strict=True)
-            assert gpus is not None
-            assert duration is not None
-            gpu_milli = parse.integer("gpu_milli", required=False, minimum=1)
-            if gpu_milli is not None and gpu_milli > 1000:
-                raise parse.fail("gpu_milli", f"{gpu_milli} exceeds 1000 (one whole GPU)")
-            yield TraceJob(
-                job_id=job_id,
-                submit_time_s=submit,
-                num_gpus=gpus,
-                duration_s=duration,
-                gpu_type=parse.text("gpu_type"),
-                user=parse.text("user"),
-                status=parse.text("status"),
-                vc=parse.text("vc"),
-                num_nodes=parse.integer("num_nodes", required=False, minimum=1),
-                num_cpus=parse.number("num_cpus", required=False, minimum=0.0, strict=False),
-                memory_mib=parse.number("memory_mib", required=False, minimum=0.0, strict=False),
-                gpu_milli=gpu_milli,
-                qos=parse.text("qos"),
-                line=line,
+        numbered = ((reader.line_num, row) for row in reader)
+        yield from parse_rows(name, numbered, max_jobs)
+
+
+def trace_from_rows(rows: Sequence[Mapping[str, object]], name: str = "trace") -> list[TraceJob]:
+    """The jobs of rows given as mappings of the schema's columns (e.g. JSON objects).
+
+    Checked like a file's rows; a :class:`TraceError`'s `line` is then the row's index.
+    """
+    for index, row in enumerate(rows):
+        unknown = [c for c in row if c not in COLUMNS]
+        if unknown:
+            raise TraceError(
+                name, index, unknown[0], f"unknown column; the schema has {', '.join(COLUMNS)}"
             )
+        missing = [c for c in REQUIRED_COLUMNS if row.get(c) is None]
+        if missing:
+            raise TraceError(name, index, missing[0], "is missing but required")
+    as_text = (
+        (index, {c: "" if v is None else str(v) for c, v in row.items()})
+        for index, row in enumerate(rows)
+    )
+    return list(parse_rows(name, as_text, None))
+
+
+def parse_rows(
+    name: str, rows: Iterable[tuple[int, Mapping[str, str | None]]], max_jobs: int | None
+) -> Iterator[TraceJob]:
+    """Jobs from (line, row) pairs of text cells, in order, checked against the schema."""
+    seen: set[str] = set()
+    last_submit = -math.inf
+    for count, (line, row) in enumerate(rows):
+        if max_jobs is not None and count >= max_jobs:
+            return
+        if None in row:
+            raise TraceError(name, line, "row", "more cells than the header has columns")
+        parse = _RowReader(name, line, row)
+        job_id = parse.text("job_id")
+        if not job_id:
+            raise parse.fail("job_id", "is empty but required")
+        if job_id in seen:
+            raise parse.fail("job_id", f"{job_id!r} appears twice")
+        seen.add(job_id)
+        submit = parse.number("submit_time_s", required=True, minimum=0.0, strict=False)
+        assert submit is not None
+        if submit < last_submit:
+            raise parse.fail(
+                "submit_time_s",
+                f"{submit:g} is earlier than the row before ({last_submit:g}); "
+                "rows must be sorted by submission time",
+            )
+        last_submit = submit
+        gpus = parse.integer("num_gpus", required=True, minimum=1)
+        duration = parse.number("duration_s", required=True, minimum=0.0, strict=True)
+        assert gpus is not None
+        assert duration is not None
+        gpu_milli = parse.integer("gpu_milli", required=False, minimum=1)
+        if gpu_milli is not None and gpu_milli > 1000:
+            raise parse.fail("gpu_milli", f"{gpu_milli} exceeds 1000 (one whole GPU)")
+        yield TraceJob(
+            job_id=job_id,
+            submit_time_s=submit,
+            num_gpus=gpus,
+            duration_s=duration,
+            gpu_type=parse.text("gpu_type"),
+            user=parse.text("user"),
+            status=parse.text("status"),
+            vc=parse.text("vc"),
+            num_nodes=parse.integer("num_nodes", required=False, minimum=1),
+            num_cpus=parse.number("num_cpus", required=False, minimum=0.0, strict=False),
+            memory_mib=parse.number("memory_mib", required=False, minimum=0.0, strict=False),
+            gpu_milli=gpu_milli,
+            qos=parse.text("qos"),
+            line=line,
+        )
 
 
 def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> None:

@@ -11,7 +11,14 @@ from policies.model import StepUtility
 from simulator.cluster import ClusterSpecError, load_cluster
 from simulator.paths import clusters_dir, traces_dir
 from simulator.synthetic import SyntheticSpec, generate
-from simulator.traces import TraceError, TraceJob, compress_arrivals, read_trace, write_trace
+from simulator.traces import (
+    TraceError,
+    TraceJob,
+    compress_arrivals,
+    read_trace,
+    trace_from_rows,
+    write_trace,
+)
 from simulator.workload import WorkloadError, WorkloadOptions, make_jobs
 
 HEADER = (
@@ -141,6 +148,38 @@ def test_bad_cluster_spec_names_the_field(tmp_path: Path) -> None:
     path.write_text('{"name": "x", "node_groups": [{"count": 0}]}')
     with pytest.raises(ClusterSpecError, match=r"node_groups\.0\.count"):
         load_cluster(path)
+
+
+@pytest.mark.parametrize("trace", ["philly", "alibaba_openb", "helios_venus", "itp"])
+def test_a_traces_own_cluster_description_is_refused_naming_the_spec_to_pass(
+    trace: str,
+) -> None:
+    description = traces_dir() / f"{trace}.cluster.json"
+    with pytest.raises(ClusterSpecError) as refused:
+        load_cluster(description)
+    message = str(refused.value)
+    assert "not a cluster to simulate" in message
+    suggested = f"shared/clusters/{trace}.json"
+    assert suggested in message
+    assert (clusters_dir() / f"{trace}.json").is_file()  # the file it names exists
+
+
+def test_trace_rows_given_inline_are_checked_like_a_files_rows() -> None:
+    rows = [
+        {"job_id": "a", "submit_time_s": 0, "num_gpus": 2, "duration_s": 60.5, "user": "u1"},
+        {"job_id": "b", "submit_time_s": 10, "num_gpus": 1, "duration_s": 30},
+    ]
+    jobs = trace_from_rows(rows)
+    assert [(j.job_id, j.num_gpus, j.duration_s, j.tenant) for j in jobs] == [
+        ("a", 2, 60.5, "u1"),
+        ("b", 1, 30.0, "default"),
+    ]
+    with pytest.raises(TraceError, match=r"line 1, field 'submit_time_s'.*earlier"):
+        trace_from_rows([rows[1], rows[0]])
+    with pytest.raises(TraceError, match=r"field 'colour': unknown column"):
+        trace_from_rows([{**rows[0], "colour": "red"}])
+    with pytest.raises(TraceError, match=r"field 'duration_s': is missing"):
+        trace_from_rows([{"job_id": "a", "submit_time_s": 0, "num_gpus": 1}])
 
 
 def test_workload_fill_is_per_job_and_independent_of_the_window() -> None:
