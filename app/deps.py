@@ -18,6 +18,7 @@ from app.services.k8s import KubeExtender
 from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
 from app.services.retrain import RetrainService
+from app.services.simulate import SimulateService
 from app.settings import Settings
 from app.threads import DecisionThreads
 
@@ -36,6 +37,7 @@ class Services:
     threads: DecisionThreads  # where the raw-body routes run their service calls
     dispatch: DispatchService
     k8s: KubeExtender
+    simulate: SimulateService
 
 
 def _services(request: Request) -> Services:

@@ -26,12 +26,23 @@ from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
 from app.metrics import Metrics
-from app.routers import admin, catalog, decisions, dispatch, feedback, health, k8s, reclaim
+from app.routers import (
+    admin,
+    catalog,
+    decisions,
+    dispatch,
+    feedback,
+    health,
+    k8s,
+    reclaim,
+    simulate,
+)
 from app.schemas import (
     DecisionRequest,
     DispatchRequestBody,
     FeedbackRequest,
     ReclaimRequestBody,
+    SimulateRequest,
     StageDecisionRequest,
 )
 from app.services.catalog import CatalogService
@@ -43,6 +54,7 @@ from app.services.models import ActiveModels, ModelService, ModelWatcher
 from app.services.reclaim import ReclaimService
 from app.services.retrain import LocalProcessQueue, RetrainQueue, RetrainService, RqRetrainQueue
 from app.services.shadow import shadow_targets
+from app.services.simulate import SimulateLimits, SimulateService
 from app.settings import Settings
 from app.threads import DecisionThreads
 from policies.decision import Decision
@@ -167,6 +179,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.redis_url
             else LocalProcessQueue(settings, sessions, on_finished=watcher.wake)
         )
+        simulator = SimulateService(
+            profiles,
+            SimulateLimits(
+                max_jobs=settings.simulate_max_jobs,
+                max_profiles=settings.simulate_max_profiles,
+                timeout_s=settings.simulate_timeout_s,
+                processes=settings.simulate_processes,
+            ),
+        )
         reclaim_service = ReclaimService(registry, profiles, decision_log, metrics, limits)
         extender = KubeExtender(
             decision_service,
@@ -208,6 +229,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             threads=DecisionThreads(settings.decision_threads),
             dispatch=dispatch_service,
             k8s=extender,
+            simulate=simulator,
         )
         app.state.decision_log = decision_log
         app.state.model_watcher = watcher
@@ -222,6 +244,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             gc.unfreeze()  # a stopped app's objects may be collected again (tests, reloads)
             stop.set()
+            simulator.close()
             queue.close()
             watcher.stop()
             decision_service.stop()  # queued shadow decisions reach the log before it stops
@@ -252,6 +275,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health.router,
         admin.router,
         k8s.router,
+        simulate.router,
     ):
         app.include_router(router)
 
@@ -279,7 +303,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ref_template="#/components/schemas/{name}",
         )
         _, defs = models_json_schema(
-            [(FeedbackRequest, "validation"), (ErrorOut, "serialization")],
+            [
+                (FeedbackRequest, "validation"),
+                (SimulateRequest, "validation"),
+                (ErrorOut, "serialization"),
+            ],
             ref_template="#/components/schemas/{model}",
         )
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from policies.decision import Stage
 from policies.dispatch.model import DispatchSnapshot
 from policies.model import MAX_WORKERS, Frozen, Snapshot
+from simulator.cluster import ClusterSpec, cluster_from_json
 
 MAX_SEED = 2**31 - 1
 """Seeds are 31-bit, as the simulator derives them: a larger one is a caller's error."""
@@ -326,3 +327,106 @@ class RetrainJobOut(BaseModel):
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class TraceRow(BaseModel):
+    """One job of a trace, in the common schema of `shared/traces` (its README)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: str = Field(min_length=1, max_length=255, description="Unique job id.")
+    submit_time_s: float = Field(
+        ge=0, allow_inf_nan=False, description="Submission, seconds; rows sorted by it."
+    )
+    num_gpus: int = Field(ge=1, le=100_000, description="GPUs the job asked for.")
+    duration_s: float = Field(gt=0, allow_inf_nan=False, description="Recorded run time.")
+    gpu_type: str | None = Field(default=None, description="GPU model it ran on, if known.")
+    user: str | None = Field(default=None, description="Submitting user (the tenant).")
+    status: str | None = Field(default=None, description="Final status as recorded.")
+    vc: str | None = Field(default=None, description="Virtual cluster or queue.")
+    num_nodes: int | None = Field(default=None, ge=1, description="Nodes it spanned.")
+    num_cpus: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    memory_mib: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    gpu_milli: int | None = Field(
+        default=None, ge=1, le=1000, description="Thousandths of a GPU (fractional jobs)."
+    )
+    qos: str | None = Field(default=None, description="Quality-of-service class.")
+    submit_datetime: str | None = Field(default=None, description="Wall-clock submission.")
+
+
+class SimulateWorkload(BaseModel):
+    """What traces lack, filled as `arbiter simulate` fills it (docs/simulator.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_mix: str = Field(
+        default="all",
+        description="Model families: all, gavel, pollux, generic, a family, or a comma list.",
+    )
+    elastic_fraction: float = Field(
+        default=0.0, ge=0, le=1, description="Share of jobs that accept half to twice workers."
+    )
+    ps_fraction: float = Field(
+        default=0.0, ge=0, le=1, description="Share of jobs trained with parameter servers."
+    )
+    estimate_error: float = Field(
+        default=0.0, ge=0, le=10, description="Sigma of log-normal noise on duration estimates."
+    )
+    utility: Literal["none", "sigmoid", "step"] = Field(
+        default="none", description="Job utilities (OASiS): sigmoid decay or a step deadline."
+    )
+    utility_value: Literal["gpu-hours", "priority"] = Field(
+        default="gpu-hours", description="A utility's value: GPU-hours or a seeded priority."
+    )
+
+
+class SimulateRequest(BaseModel):
+    """POST /v1/simulate: a small trace on a cluster under one or more profiles."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trace: list[TraceRow] = Field(
+        min_length=1, description="Jobs in the shared trace schema, sorted by submit time."
+    )
+    cluster: ClusterSpec = Field(
+        description=(
+            "A cluster spec in the schema of `shared/clusters` (not a trace's own "
+            "`*.cluster.json`, which describes where the trace was recorded)."
+        )
+    )
+    profiles: list[str] = Field(
+        min_length=1, description="Profiles to compare, on the same jobs and seed."
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Seed of every random draw.")
+    perf_model: Literal["measured", "ideal"] = Field(
+        default="measured",
+        description="measured: the effects of docs/performance-model.md; ideal: none of them.",
+    )
+    workload: SimulateWorkload = Field(default_factory=SimulateWorkload)
+    round_period_s: float = Field(
+        default=60.0, ge=0, le=86_400, description="Seconds between timer rounds (0: none)."
+    )
+    loan_idle: bool = Field(default=False, description="Lend idle inference servers to training.")
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _not_a_trace_description(cls, value: object) -> object:
+        if isinstance(value, dict) and "trace" in value and "node_groups" not in value:
+            cluster_from_json(value, "cluster")  # raises, saying which file to pass
+        return value
+
+
+class SimulateResult(BaseModel):
+    """The simulator's metrics (DESIGN §6 keys) for one profile."""
+
+    model_config = ConfigDict(extra="allow")
+
+    profile: str = Field(description="The profile these metrics are for.")
+    jobs: int = Field(description="Jobs simulated.")
+    jobs_completed: int
+    avg_jct_s: float | None = Field(default=None, description="Mean job completion time.")
+    gpu_utilization: float | None = Field(default=None, description="0–1.")
+
+
+class SimulateResponse(BaseModel):
+    results: list[SimulateResult] = Field(description="One entry per profile, in request order.")

@@ -177,6 +177,26 @@ class Settings(BaseSettings):
         ),
     )
 
+    simulate_max_jobs: int = Field(
+        default=2000,
+        ge=1,
+        description="Most trace rows in one POST /v1/simulate; more are refused with 422.",
+    )
+    simulate_max_profiles: int = Field(
+        default=8, ge=1, description="Most profiles in one POST /v1/simulate (422 past it)."
+    )
+    simulate_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A simulation running longer stops and is answered with 422.",
+    )
+    simulate_processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Worker processes that run simulations (started on the first one).",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _token_strong_enough(cls, value: str | None) -> str | None:
