@@ -19,6 +19,7 @@ from app.services.models import ModelService
 from app.services.reclaim import ReclaimService
 from app.services.retrain import RetrainService
 from app.services.simulate import SimulateService
+from app.services.volcano import VolcanoExtender
 from app.settings import Settings
 from app.threads import DecisionThreads
 
@@ -38,6 +39,7 @@ class Services:
     dispatch: DispatchService
     k8s: KubeExtender
     simulate: SimulateService
+    volcano: VolcanoExtender
 
 
 def _services(request: Request) -> Services:

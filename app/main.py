@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 
 from app.adapters import k8s as k8s_wire
+from app.adapters import volcano as volcano_wire
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
@@ -36,6 +37,7 @@ from app.routers import (
     k8s,
     reclaim,
     simulate,
+    volcano,
 )
 from app.schemas import (
     DecisionRequest,
@@ -55,6 +57,7 @@ from app.services.reclaim import ReclaimService
 from app.services.retrain import LocalProcessQueue, RetrainQueue, RetrainService, RqRetrainQueue
 from app.services.shadow import shadow_targets
 from app.services.simulate import SimulateLimits, SimulateService
+from app.services.volcano import VolcanoExtender
 from app.settings import Settings
 from app.threads import DecisionThreads
 from policies.decision import Decision
@@ -101,9 +104,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     registry = build_registry()
     profiles = load_profiles(registry, settings.profiles_file)
     shadows = shadow_targets(settings.shadow, profiles)  # a bad ARBITER_SHADOW fails here
-    if settings.k8s_profile not in profiles:
-        known = ", ".join(sorted(profiles))
-        raise ValueError(f"ARBITER_K8S_PROFILE {settings.k8s_profile!r} is not a profile: {known}")
+    for setting, chosen in (
+        ("ARBITER_K8S_PROFILE", settings.k8s_profile),
+        ("ARBITER_VOLCANO_PROFILE", settings.volcano_profile),
+    ):
+        if chosen not in profiles:
+            known = ", ".join(sorted(profiles))
+            raise ValueError(f"{setting} {chosen!r} is not a profile: {known}")
     learned = {key for spec in registry.specs() if (key := learned_model_key(spec.cls))}
     trainers = all_trainers()
     if untrained := set(trainers.names()) - learned:
@@ -230,6 +237,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             dispatch=dispatch_service,
             k8s=extender,
             simulate=simulator,
+            volcano=VolcanoExtender(
+                decision_service, reclaim_service, cache, settings.volcano_profile
+            ),
         )
         app.state.decision_log = decision_log
         app.state.model_watcher = watcher
@@ -276,6 +286,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         admin.router,
         k8s.router,
         simulate.router,
+        volcano.router,
     ):
         app.include_router(router)
 
@@ -321,6 +332,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 k8s_wire.ExtenderPreemptionArgs,
                 k8s_wire.ExtenderPreemptionResult,
                 k8s_wire.NodeList,
+                volcano_wire.OnSessionOpenRequest,
+                volcano_wire.PredicateRequest,
+                volcano_wire.PredicateResponse,
+                volcano_wire.PrioritizeRequest,
+                volcano_wire.PrioritizeResponse,
+                volcano_wire.EvictionRequest,
+                volcano_wire.EvictionResponse,
+                volcano_wire.JobRequest,
+                volcano_wire.EnqueueResponse,
+                volcano_wire.ReadyResponse,
+                volcano_wire.QueueOverusedRequest,
+                volcano_wire.QueueOverusedResponse,
+                volcano_wire.Empty,
             ),
             ref_template="#/components/schemas/{name}",
         )

@@ -177,6 +177,17 @@ class Settings(BaseSettings):
         ),
     )
 
+    volcano_profile: str = Field(
+        default="fifo-backfill",
+        min_length=1,
+        description="Profile the Volcano extender plugin's verbs (/volcano/...) decide with.",
+    )
+    volcano_cluster_id: str = Field(
+        default="volcano",
+        min_length=1,
+        max_length=255,
+        description="Cluster id of /volcano/{verb}; /volcano/{cluster_id}/{verb} names its own.",
+    )
     simulate_max_jobs: int = Field(
         default=2000,
         ge=1,

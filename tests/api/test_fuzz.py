@@ -50,15 +50,42 @@ def fuzzed_app(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iter
             redis_url=redis_url,
             redis_prefix=f"arbiter-fuzz-{uuid.uuid4().hex[:8]}:",
             retrain_queue=QUEUE,
+            # Simulations are bounded well inside the fuzzing client's 10 s timeout.
+            simulate_max_jobs=50,
+            simulate_timeout_s=3.0,
         )
     )
-    with TestClient(app):  # runs the lifespan: the app's services exist while fuzzed
+    with TestClient(app) as client:  # runs the lifespan: the app's services exist while fuzzed
+        # The first simulation starts the worker process (the engine, torch): started
+        # here, so that no fuzzed request waits out the client's timeout on it.
+        warm_up = client.post("/v1/simulate", json=SIMULATION)
+        assert warm_up.status_code == 200, warm_up.text
         yield app
     connection = redis.Redis.from_url(redis_url)
     for key in connection.scan_iter("*arbiter-fuzz-*"):
         connection.delete(key)
     connection.close()
 
+
+SIMULATION = {
+    "trace": [{"job_id": "a", "submit_time_s": 0, "num_gpus": 1, "duration_s": 60}],
+    "cluster": {
+        "name": "one",
+        "node_groups": [
+            {
+                "count": 1,
+                "gpus": 4,
+                "gpu_type": "V100",
+                "gpu_memory_gb": 32,
+                "cpus": 32,
+                "memory_gb": 256,
+                "rack_size": 1,
+                "price_per_gpu_hour": 2.48,
+            }
+        ],
+    },
+    "profiles": ["fifo"],
+}
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 
