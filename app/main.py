@@ -17,9 +17,13 @@ from typing import Any
 
 import msgspec
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from app.adapters import k8s as k8s_wire
 from app.adapters import volcano as volcano_wire
@@ -270,7 +274,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Scheduling decisions for GPU clusters that train and serve deep-learning models.",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        docs_url=None,  # served below from the package, not from a CDN
+        redoc_url=None,
     )
+    _serve_docs(app)
     if settings.api_tokens:
         app.add_middleware(ApiTokenMiddleware, tokens=settings.api_tokens)
     app.add_middleware(RequestGuardMiddleware)
@@ -391,6 +398,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs with its scripts and styles from the installed package
+    (swagger-ui-bundle-v2), so that it renders where no CDN can be reached."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
 
 def app_factory() -> FastAPI:
