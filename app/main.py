@@ -357,6 +357,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         for name, schema in {**core_defs, **wire_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
+        # msgspec writes a tagged union's tag field bare; say what it is for.
+        for name in ("SigmoidUtility", "StepUtility"):
+            kind = schemas[name]["properties"]["kind"]
+            kind.setdefault("description", "Which utility form this is (the union's tag).")
         # FastAPI documents its own validation-error shape for every route with parameters;
         # this service answers every error, validation included, in one shape (ErrorOut).
         for operations in spec.get("paths", {}).values():

@@ -76,9 +76,6 @@ class Topology(Frozen, frozen=True):
     ] = ""
 
 
-NonEmpty = Annotated[str, Meta(min_length=1)]
-
-
 class Node(Frozen, frozen=True):
     id: Annotated[str, Meta(min_length=1, description="Unique node id.")]
     gpu_type: Annotated[str, Meta(min_length=1, examples=["V100"], description="GPU model.")]
@@ -86,7 +83,9 @@ class Node(Frozen, frozen=True):
     gpu_memory_gb: Annotated[float, Meta(gt=0, description="Memory of each GPU, GB.")] = 16.0
     cpus: Annotated[int, Meta(ge=0, description="CPU cores.")] = 32
     memory_gb: Annotated[float, Meta(ge=0, description="Host memory, GB.")] = 256.0
-    topology: Topology = Topology()
+    topology: Annotated[
+        Topology, Meta(description="Where the node sits: rack or switch, NVLink domain.")
+    ] = Topology()
     pool: Annotated[Pool, Meta(description="Which pool the node serves.")] = Pool.TRAINING
     loaned: Annotated[bool, Meta(description="An inference server currently lent to training.")] = (
         False
@@ -102,8 +101,11 @@ class Node(Frozen, frozen=True):
 class Assignment(Frozen, frozen=True):
     """GPUs of one node given to a job."""
 
-    node_id: NonEmpty
-    gpu_indices: Annotated[tuple[int, ...], Meta(min_length=1)]
+    node_id: Annotated[str, Meta(min_length=1, description="The node, by its `id`.")]
+    gpu_indices: Annotated[
+        tuple[int, ...],
+        Meta(min_length=1, description="GPU indices on that node, each in 0..gpus-1."),
+    ]
 
 
 class SigmoidUtility(Frozen, frozen=True, tag_field="kind", tag="sigmoid"):
@@ -157,12 +159,14 @@ class Job(Frozen, frozen=True):
     ] = False
     gpus_per_worker: Annotated[int, Meta(ge=1, le=64, description="GPUs each worker uses.")] = 1
     workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Requested worker count.")] = 1
-    min_workers: (
-        Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Defaults to `workers`.")] | None
-    ) = None
-    max_workers: (
-        Annotated[int, Meta(ge=1, le=MAX_WORKERS, description="Defaults to `workers`.")] | None
-    ) = None
+    min_workers: Annotated[
+        Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None,
+        Meta(description="Fewest workers the job runs with; none = `workers`."),
+    ] = None
+    max_workers: Annotated[
+        Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None,
+        Meta(description="Most workers the job runs with; none = `workers`."),
+    ] = None
     scaling_rule: Annotated[
         ScalingRule, Meta(description="Which worker counts between the bounds it accepts.")
     ] = ScalingRule.LINEAR
@@ -172,25 +176,19 @@ class Job(Frozen, frozen=True):
     ps: Annotated[
         int, Meta(ge=0, description="Parameter servers requested (0: all-reduce job).")
     ] = 0
-    max_ps: (
-        Annotated[
-            int, Meta(ge=0, description="Most parameter servers it accepts; none = no limit.")
-        ]
-        | None
-    ) = None
-    workers_per_ps: (
-        Annotated[
-            float,
-            Meta(
-                gt=0,
-                description=(
-                    "Workers one parameter server feeds at full speed (OASiS's worker:PS "
-                    "ratio); default: the requested `workers` / `ps`."
-                ),
-            ),
-        ]
-        | None
-    ) = None
+    max_ps: Annotated[
+        Annotated[int, Meta(ge=0)] | None,
+        Meta(description="Most parameter servers it accepts; none = no limit."),
+    ] = None
+    workers_per_ps: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        Meta(
+            description=(
+                "Workers one parameter server feeds at full speed (OASiS's worker:PS "
+                "ratio); none = the requested `workers` / `ps`."
+            )
+        ),
+    ] = None
     ps_cpus: Annotated[float, Meta(ge=0, description="CPUs each parameter server needs.")] = 0.0
     ps_memory_gb: Annotated[
         float, Meta(ge=0, description="Memory each parameter server needs, GB.")
@@ -204,21 +202,17 @@ class Job(Frozen, frozen=True):
     gpu_memory_gb: Annotated[float, Meta(ge=0, description="GPU memory each worker needs.")] = 0.0
     gang: Annotated[bool, Meta(description="All workers start together or none does.")] = True
     model: Annotated[str, Meta(description="Model or model family, e.g. `resnet50`.")] = ""
-    total_work: (
-        Annotated[
-            float, Meta(gt=0, description="Work in any unit; with `work_done`, gives progress.")
-        ]
-        | None
-    ) = None
+    total_work: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        Meta(description="Work in any unit; with `work_done`, gives progress; none = unknown."),
+    ] = None
     work_done: Annotated[
         float, Meta(ge=0, description="Work done so far, in the unit of `total_work`.")
     ] = 0.0
-    estimated_duration_s: (
-        Annotated[
-            float, Meta(gt=0, description="Run time at the requested worker count, from start.")
-        ]
-        | None
-    ) = None
+    estimated_duration_s: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        Meta(description="Run time at the requested worker count, from start; none = unknown."),
+    ] = None
     attained_service_gpu_s: Annotated[
         float, Meta(ge=0, description="GPU-seconds received so far.")
     ] = 0.0
@@ -230,18 +224,15 @@ class Job(Frozen, frozen=True):
     gpu_type_speed: Annotated[
         dict[str, float], Meta(description="Relative speed per GPU type (1.0 = reference).")
     ] = field(default_factory=dict)
-    utility: (
-        Annotated[
-            Utility,
-            Meta(
-                description=(
-                    "What finishing is worth over time (OASiS): a sigmoid decay or a hard "
-                    "deadline; none = no utility."
-                )
-            ),
-        ]
-        | None
-    ) = None
+    utility: Annotated[
+        Utility | None,
+        Meta(
+            description=(
+                "What finishing is worth over time (OASiS): a sigmoid decay or a hard "
+                "deadline; none = no utility."
+            )
+        ),
+    ] = None
     priority: Annotated[
         int, Meta(description="Higher is more important; policies that use it say how.")
     ] = 0
@@ -354,9 +345,10 @@ class Job(Frozen, frozen=True):
 class Tenant(Frozen, frozen=True):
     id: Annotated[str, Meta(min_length=1, description="Unique tenant id.")]
     weight: Annotated[float, Meta(gt=0, description="Share weight (DRF and fair policies).")] = 1.0
-    gpu_quota: (
-        Annotated[int, Meta(ge=0, description="Max GPUs at once; none = unlimited.")] | None
-    ) = None
+    gpu_quota: Annotated[
+        Annotated[int, Meta(ge=0)] | None,
+        Meta(description="Most GPUs the tenant's jobs hold at once; none = unlimited."),
+    ] = None
 
 
 class InferenceRequest(Frozen, frozen=True, kw_only=True):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 from fastapi.testclient import TestClient
 
 from policies.registry import build_registry
@@ -120,3 +123,23 @@ def test_docs_render_from_assets_the_service_serves_itself(client: TestClient) -
         assert served.status_code == 200
         assert len(served.content) > 10_000  # the real bundle, not a placeholder
     assert "/openapi.json" in html
+
+
+def test_every_snapshot_field_is_described_in_the_spec(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    undescribed: list[str] = []
+    seen: set[str] = set()
+
+    def walk(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for field, schema in schemas[name].get("properties", {}).items():
+            if not schema.get("description"):
+                undescribed.append(f"{name}.{field}")
+            for ref in re.findall(r"#/components/schemas/(\w+)", json.dumps(schema)):
+                walk(ref)
+
+    walk("Snapshot")
+    assert {"Snapshot", "Job", "Node", "Tenant", "Assignment", "StepUtility"} <= seen
+    assert undescribed == []
