@@ -100,8 +100,6 @@ def load_cluster(path: str | Path) -> ClusterSpec:
     return cluster_from_json(raw, str(source))
 
 
-
-
 def cluster_from_json(raw: object, source: str = "cluster") -> ClusterSpec:
     """A spec from parsed JSON; a trace's description is refused with what to pass instead."""
     # A trace's own description (`shared/traces/*.cluster.json`) names its trace and has
