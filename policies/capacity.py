@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
+from policies.common.wording import counted
 from policies.model import Assignment, Job, Node, Snapshot
 
 
@@ -98,8 +99,8 @@ class FreeCapacity:
         layout = self._layout
         if job.gpus_per_worker > layout.max_gpus:
             return (
-                f"can never fit: a worker needs {job.gpus_per_worker} GPUs and the largest "
-                f"node training can use has {layout.max_gpus}"
+                f"can never fit: a worker needs {counted(job.gpus_per_worker, 'GPU')} and the "
+                f"largest node training can use has {layout.max_gpus}"
             )
         if job.gpu_memory_gb > layout.max_gpu_memory_gb:
             return (
@@ -109,7 +110,7 @@ class FreeCapacity:
         smallest = job.lo * job.gpus_per_worker
         if smallest > layout.total_gpus:
             return (
-                f"can never fit: needs at least {smallest} GPUs and training can use "
+                f"can never fit: needs at least {counted(smallest, 'GPU')} and training can use "
                 f"{layout.total_gpus} in all"
             )
         return None
@@ -313,7 +314,7 @@ class FreeCapacity:
                 raise CapacityError(f"GPUs {busy} of node {a.node_id!r} are not free")
             if len(a.gpu_indices) % job.gpus_per_worker:
                 raise CapacityError(
-                    f"{len(a.gpu_indices)} GPUs on {a.node_id!r} is not whole workers"
+                    f"{counted(len(a.gpu_indices), 'GPU')} on {a.node_id!r} is not whole workers"
                 )
             if node.gpu_memory_gb < job.gpu_memory_gb:
                 raise CapacityError(f"node {a.node_id!r} has too little GPU memory")
@@ -415,6 +416,6 @@ def assignments_for(
 def not_enough_room(job: Job, workers: int, room: int) -> str:
     """The reason a placement gives when the nodes that suit `job` hold only `room` workers."""
     return (
-        f"needs {workers} workers of {job.gpus_per_worker} GPUs; the nodes that meet its "
-        f"GPU-memory, CPU and memory needs have room for {room}"
+        f"needs {counted(workers, 'worker')} of {counted(job.gpus_per_worker, 'GPU')}; the "
+        f"nodes that meet its GPU-memory, CPU and memory needs have room for {room}"
     )

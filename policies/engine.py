@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 from pydantic import JsonValue
 
 from policies.capacity import CapacityError, FreeCapacity, not_enough_room
+from policies.common.wording import counted
 from policies.decision import (
     ENGINE_STAGES,
     AdmissionEntry,
@@ -487,7 +488,7 @@ class _Round:
                     raise PolicyFault(
                         Stage.SCALING,
                         _name(p),
-                        f"{r.workers} workers for job {job.id!r} breaks its bounds "
+                        f"{counted(r.workers, 'worker')} for job {job.id!r} breaks its bounds "
                         f"[{job.lo}, {job.hi}] or step rule {job.scaling_rule.value}",
                     )
             return results
@@ -717,7 +718,8 @@ class _Allocation:
         quota = self._quota_left(job.tenant)
         if quota is not None and need > quota:
             self.pending[job.id] = never or (
-                f"tenant {job.tenant!r} quota: needs {need} GPUs, {max(quota, 0)} left of its quota"
+                f"tenant {job.tenant!r} quota: needs {counted(need, 'GPU')}, "
+                f"{max(quota, 0)} left of its quota"
             )
             return blocked_by
         counts = [workers]
@@ -726,7 +728,8 @@ class _Allocation:
         reason = ""
         for count in counts:
             if count * job.gpus_per_worker > self.free.total_free:
-                reason = f"needs {count * job.gpus_per_worker} GPUs, {self.free.total_free} free"
+                need = count * job.gpus_per_worker
+                reason = f"needs {counted(need, 'GPU')}, {self.free.total_free} free"
                 continue
             room = self.free.room_at_most(job)
             if room < count:
@@ -750,7 +753,7 @@ class _Allocation:
                     raise PolicyFault(
                         Stage.PLACEMENT,
                         _name(p),
-                        f"placed {placed} GPUs for job {job.id!r}, "
+                        f"placed {counted(placed, 'GPU')} for job {job.id!r}, "
                         f"expected {workers * job.gpus_per_worker}",
                     )
                 try:
@@ -785,7 +788,7 @@ class _Allocation:
                 nodes = len(assignments)
                 where = wheres.get((gpus, nodes))
                 if where is None:
-                    where = f"{gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''}"
+                    where = f"{counted(gpus, 'GPU')} on {nodes} node{'s' if nodes > 1 else ''}"
                     wheres[(gpus, nodes)] = where
                 if job.state is not JobState.RUNNING:
                     status, reason = JobStatus.STARTED, f"started: {where}"

@@ -52,6 +52,7 @@ import numpy as np
 from msgspec.structs import replace as replace_struct
 
 from policies.common.reclaim import run_reclaim
+from policies.common.wording import counted
 from policies.decision import Decision, Verdict
 from policies.model import (
     Assignment,
@@ -579,8 +580,8 @@ class Simulation:
         ):
             job.state = _REJECTED
             job.note = (
-                f"needs {spec.min_workers * spec.gpus_per_worker} GPUs; training can have at "
-                f"most {self._max_training_gpus}"
+                f"needs {counted(spec.min_workers * spec.gpus_per_worker, 'GPU')}; training "
+                f"can have at most {self._max_training_gpus}"
             )
             self._finished.append(job)
             return

@@ -65,6 +65,7 @@ from app.adapters.k8s import (
 from app.errors import ApiError, InvalidRequestError
 from app.services.decisions import DecisionService, check_snapshot
 from app.services.reclaim import ReclaimService
+from policies.common.wording import counted
 from policies.model import Assignment, Node, Pool, Problem
 from policies.reclaim_models import ReclaimRequest
 from storage.cache import Cache
@@ -256,7 +257,7 @@ class KubeExtender:
             reason = f"job {info.job_id!r} is not in Arbiter's plan"
         elif planned.slots and not slots:
             reason = (
-                f"every slot of job {info.job_id!r} ({_count(len(planned.slots), 'pod')}) is "
+                f"every slot of job {info.job_id!r} ({counted(len(planned.slots), 'pod')}) is "
                 "taken: "
                 f"pod {info.key} is surplus to the plan"
             )
@@ -308,7 +309,7 @@ class KubeExtender:
         indices = self._claim(cluster_id, view, info, args.node)
         if indices is None:
             return (
-                f"node {args.node!r} has fewer than {_count(info.gpus, 'free GPU')} in "
+                f"node {args.node!r} has fewer than {counted(info.gpus, 'free GPU')} in "
                 "Arbiter's view: "
                 f"pod {info.key} not bound"
             )
@@ -640,7 +641,7 @@ def _serving_nodes(
             failed[name] = (
                 f"loaned server {name!r} is busy with training; reclaiming it may free it"
                 if seen.node.loaned
-                else f"inference server {name!r} has fewer than {_count(info.gpus, 'free GPU')}"
+                else f"inference server {name!r} has fewer than {counted(info.gpus, 'free GPU')}"
             )
     return passed, failed, unresolvable
 
@@ -650,12 +651,8 @@ def _never_fits(node: Node, info: PodInfo) -> str | None:
         why = "unhealthy or cordoned" if not node.healthy else "an inference server not lent"
         return f"node {node.id!r} takes no training work: it is {why}"
     if node.gpus < info.gpus:
-        return f"node {node.id!r} has {_count(node.gpus, 'GPU')}; pod {info.key} needs {info.gpus}"
+        return f"node {node.id!r} has {counted(node.gpus, 'GPU')}; pod {info.key} needs {info.gpus}"
     return None
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _victims(uids: Iterable[str], violations: int) -> MetaVictims:

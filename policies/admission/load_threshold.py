@@ -24,6 +24,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.admission.quota import minimum_gpus
+from policies.common.wording import counted
 from policies.decision import AdmissionResult, Stage, Verdict
 from policies.model import Job, JobState, Pool
 from policies.protocols import Context
@@ -69,8 +70,8 @@ class LoadThreshold:
             if need > full_size:
                 verdict = Verdict.REJECT
                 reason = (
-                    f"needs {need} GPUs at its minimum; the training side of the cluster has "
-                    f"{full_size}"
+                    f"needs {counted(need, 'GPU')} at its minimum; the training side of the "
+                    f"cluster has {full_size}"
                 )
             elif capacity == 0:
                 verdict = Verdict.DEFER

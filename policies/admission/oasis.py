@@ -53,6 +53,7 @@ from policies.common.oasis import (
     reconcile,
     search_schedule,
 )
+from policies.common.wording import counted
 from policies.decision import AdmissionResult, Decision, Stage, Verdict
 from policies.model import Assignment, Job, JobState
 from policies.protocols import Context
@@ -180,8 +181,8 @@ class OasisAdmission:
                 f"OASiS: utility {best.utility:.4g}{implied} at completion "
                 f"({after / 3600:.2f} h after submission) exceeds the priced cost "
                 f"{best.cost:.4g} (payoff {best.payoff:.4g}); starts {starts} with "
-                f"{first.workers} workers"
-                + (f" and {first.ps} parameter servers" if first.ps else "")
+                f"{counted(first.workers, 'worker')}"
+                + (f" and {counted(first.ps, 'parameter server')}" if first.ps else "")
                 + f"; binding resource {binding}"
             ),
             details={**bounds, **numbers, "plan": plan.model_dump(mode="json")},

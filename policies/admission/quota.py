@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from policies.common.wording import counted
 from policies.decision import AdmissionResult, Stage, Verdict
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
@@ -71,8 +72,8 @@ class TenantQuota:
             if need > quota:
                 verdict = Verdict.REJECT
                 reason = (
-                    f"needs {need} GPUs at its minimum, more than tenant {job.tenant!r}'s "
-                    f"whole quota of {quota}"
+                    f"needs {counted(need, 'GPU')} at its minimum, more than tenant "
+                    f"{job.tenant!r}'s whole quota of {quota}"
                 )
             elif committed + need > quota:
                 verdict = Verdict.DEFER
@@ -85,7 +86,7 @@ class TenantQuota:
                 admitted_now[job.tenant] = admitted_now.get(job.tenant, 0) + need
                 reason = (
                     f"tenant {job.tenant!r} stays within quota: {committed} + {need} "
-                    f"of {quota} GPUs"
+                    f"of {counted(quota, 'GPU')}"
                 )
             out.append(AdmissionResult(job_id=job.id, verdict=verdict, reason=reason))
         return out

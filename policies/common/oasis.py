@@ -69,6 +69,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from policies.common.wording import counted
 from policies.model import (
     Assignment,
     Job,
@@ -912,15 +913,16 @@ def _why_none(
     fit[market.gpu_memory < job.gpu_memory_gb] = 0
     if not fit.any():
         return (
-            f"no schedulable node can hold one worker ({job.gpus_per_worker} GPUs, "
-            f"{job.cpus_per_worker:g} CPUs, {job.memory_gb_per_worker:g} GB memory, "
+            f"no schedulable node can hold one worker ({counted(job.gpus_per_worker, 'GPU')}, "
+            f"{counted(float(job.cpus_per_worker), 'CPU')}, "
+            f"{job.memory_gb_per_worker:g} GB memory, "
             f"{job.gpu_memory_gb:g} GB GPU memory)"
         )
     fastest = int(full_units.max())
     needed = math.ceil(total / fastest) if fastest > 0 else math.inf
     if needed > market.horizon:
         return (
-            f"even at {int(model.counts[-1])} workers it needs {needed} slots of "
+            f"even at {counted(int(model.counts[-1]), 'worker')} it needs {needed} slots of "
             f"{market.params.slot_s:g} s, more than the horizon of {market.horizon}"
         )
     return (

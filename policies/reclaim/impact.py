@@ -33,6 +33,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from policies.common.wording import counted
 from policies.model import Assignment, Job, JobState, Snapshot
 from policies.reclaim_models import ReclaimReasons, ReclaimResult, ShrinkEntry
 
@@ -59,9 +60,11 @@ class ServerImpact:
             return "cost 0: no training work on it"
         parts = [f"cost {self.cost:g}"]
         if self.preempts:
-            parts.append(f"preempts {_listed(self.preempts)} ({self.preempted_gpus} GPUs)")
+            parts.append(
+                f"preempts {_listed(self.preempts)} ({counted(self.preempted_gpus, 'GPU')})"
+            )
         if self.shrinks:
-            parts.append(f"shrinks {_listed(self.shrinks)} by {self.shrunk_gpus} GPUs")
+            parts.append(f"shrinks {_listed(self.shrinks)} by {counted(self.shrunk_gpus, 'GPU')}")
         if self.freed:
             parts.append(f"{_listed(self.freed)} already preempted by an earlier pick")
         return "; ".join(parts)
@@ -159,7 +162,10 @@ class ReclaimLedger:
             )
             left = job.placed_workers - lost
             verb = "was" if lost == 1 else "were"
-            where = f"{lost} of its {job.placed_workers} workers {verb} on {_servers(lost_on)}"
+            where = (
+                f"{lost} of its {counted(job.placed_workers, 'worker')} {verb} on "
+                f"{_servers(lost_on)}"
+            )
             target = largest_accepted(job, left)
             if target is None:
                 preempt.append(job.id)
@@ -184,7 +190,7 @@ class ReclaimLedger:
                 else ""
             )
             job_reasons[job.id] = (
-                f"shrinks from {job.placed_workers} to {target} workers: {where}{extra}"
+                f"shrinks from {job.placed_workers} to {counted(target, 'worker')}: {where}{extra}"
             )
         return ReclaimResult(
             servers=tuple(self.returned),
@@ -243,7 +249,10 @@ def shortfall(count: int, loaned: int) -> str | None:
     """Why fewer servers than asked for are returned, or None when enough are loaned."""
     if count <= loaned:
         return None
-    return f"asked for {count} servers but only {loaned} are loaned: all of them are returned"
+    return (
+        f"asked for {counted(count, 'server')} but only {loaned} are loaned: all of them are "
+        "returned"
+    )
 
 
 def _listed(ids: Iterable[str], limit: int = 5) -> str:

@@ -51,6 +51,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.common.pool import ResourcePool, demand, keep_running
+from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context
@@ -92,7 +93,7 @@ class ArylKnapsack:
         pool = ResourcePool.for_training(snapshot)
         workers, reasons = keep_running(jobs, snapshot, pool, "Aryl")
         for job_id, count in workers.items():
-            reasons.setdefault(job_id, f"Aryl: keeps the {count} workers it holds")
+            reasons.setdefault(job_id, f"Aryl: keeps the {counted(count, 'worker')} it holds")
         extras = _Extras(jobs, workers)
         for job in jobs:
             if job.state is JobState.RUNNING:
@@ -103,12 +104,13 @@ class ArylKnapsack:
             if pool.fits(job, base):
                 workers[job.id] = base
                 pool.take(job, base)
-                reasons[job.id] = f"Aryl: base demand of {base} workers"
+                reasons[job.id] = f"Aryl: base demand of {counted(base, 'worker')}"
             else:
                 workers[job.id] = 0
                 reasons[job.id] = (
-                    f"Aryl: no capacity left for its base demand of {base} workers "
-                    f"({base * job.gpus_per_worker} GPUs; {max(0.0, pool.left[0]):g} GPUs left)"
+                    f"Aryl: no capacity left for its base demand of {counted(base, 'worker')} "
+                    f"({counted(base * job.gpus_per_worker, 'GPU')}; "
+                    f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left)"
                 )
 
         # One class per elastic job that runs and has counts above its base.
@@ -147,7 +149,7 @@ class ArylKnapsack:
             pool.take(job, counts[pick] - base)
             workers[job.id] = counts[pick]
             reasons[job.id] += (
-                f"; {counts[pick] - base} extra workers ({items[pick][0]} GPUs) cut its "
+                f"; {counts[pick] - base} extra workers ({counted(items[pick][0], 'GPU')}) cut its "
                 f"remaining time by {items[pick][1]:.1f} s"
             )
 

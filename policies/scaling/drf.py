@@ -37,6 +37,7 @@ from policies.common.pool import (
     holds_unusable_gpus,
     next_count,
 )
+from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
@@ -130,7 +131,7 @@ class DominantResourceFairness:
                 reason = refusals.get(key)
                 if reason is None:
                     reason = (
-                        f"DRF: no capacity left at its minimum of {minimum} workers "
+                        f"DRF: no capacity left at its minimum of {counted(minimum, 'worker')} "
                         f"({_needs(job, minimum)}; {_left(pool)} left) when tenant "
                         f"{tenant.name!r} was served at weighted dominant share "
                         f"{_weighted(pool, tenant):.3f}"
@@ -177,9 +178,9 @@ def _weighted(pool: ResourcePool, tenant: _Tenant) -> float:
 
 def _needs(job: Job, workers: int) -> str:
     gpus, cpus, memory = demand(job, workers)
-    return f"{gpus:g} GPUs, {cpus:g} CPUs, {memory:g} GB"
+    return f"{counted(float(gpus), 'GPU')}, {counted(float(cpus), 'CPU')}, {memory:g} GB"
 
 
 def _left(pool: ResourcePool) -> str:
     gpus, cpus, memory = (max(0.0, x) for x in pool.left)
-    return f"{gpus:g} GPUs, {cpus:g} CPUs, {memory:g} GB"
+    return f"{counted(float(gpus), 'GPU')}, {counted(float(cpus), 'CPU')}, {memory:g} GB"

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from policies.common.oasis import STATE_KEY, Plan, load_state, plan_from_details
+from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
@@ -84,8 +85,8 @@ class OasisScaling:
                     workers=fallback,
                     ps=job.ps,
                     reason=(
-                        f"OASiS: its schedule's {segment.workers} workers are outside the "
-                        f"job's bounds now; {keep}"
+                        f"OASiS: its schedule's {counted(segment.workers, 'worker')} are "
+                        f"outside the job's bounds now; {keep}"
                     ),
                 )
             left = segment.until * slot_s - now
@@ -94,8 +95,8 @@ class OasisScaling:
                 workers=segment.workers,
                 ps=segment.ps,
                 reason=(
-                    f"OASiS schedule: {segment.workers} workers"
-                    + (f" and {segment.ps} parameter servers" if segment.ps else "")
+                    f"OASiS schedule: {counted(segment.workers, 'worker')}"
+                    + (f" and {counted(segment.ps, 'parameter server')}" if segment.ps else "")
                     + f" in slot {current} (this layout for the next {left:g} s)"
                 ),
             )

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from policies.common.pool import ResourcePool, keep_running, next_count
+from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
@@ -65,8 +66,9 @@ class Optimus:
             else:
                 workers[job.id] = 0
                 reasons[job.id] = (
-                    f"Optimus: no capacity left at its minimum of {minimum} workers "
-                    f"({minimum * job.gpus_per_worker} GPUs; {max(0.0, pool.left[0]):g} GPUs left)"
+                    f"Optimus: no capacity left at its minimum of {counted(minimum, 'worker')} "
+                    f"({counted(minimum * job.gpus_per_worker, 'GPU')}; "
+                    f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left)"
                 )
 
         # Max-heap of the next step of every job that runs: (-gain, service rank, job).
@@ -105,17 +107,18 @@ class Optimus:
                 if job.estimated_duration_s is None:  # no remaining time without it
                     reason = unknown.get(count) or unknown.setdefault(
                         count,
-                        f"Optimus: {count} workers; remaining time unknown, so no gain to add",
+                        f"Optimus: {counted(count, 'worker')}; remaining time unknown, "
+                        "so no gain to add",
                     )
                 elif job.id in last_gain:
                     reason = (
-                        f"Optimus: {count} workers; its last step saved "
+                        f"Optimus: {counted(count, 'worker')}; its last step saved "
                         f"{last_gain[job.id]:.1f} s of remaining time per added GPU"
                     )
                 else:
                     reason = no_step.get(count) or no_step.setdefault(
                         count,
-                        f"Optimus: {count} workers; no further step fit or saved time "
+                        f"Optimus: {counted(count, 'worker')}; no further step fit or saved time "
                         "ahead of other jobs",
                     )
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))

@@ -58,6 +58,7 @@ from policies.common.pool import (
     holds_unusable_gpus,
     next_count,
 )
+from policies.common.wording import counted
 from policies.decision import ScalingResult
 from policies.learned.models import InvalidActionError
 from policies.model import Job, JobState, Snapshot
@@ -208,8 +209,9 @@ class Allocation:
                 gpus, cpus, memory = demand(job, minimum)
                 left = ", ".join(f"{max(0.0, x):g}" for x in self.pool.left)
                 self._floor_notes[job.id] = (
-                    f"DL2: no capacity left at its minimum of {minimum} workers "
-                    f"({gpus:g} GPUs, {cpus:g} CPUs, {memory:g} GB; GPUs, CPUs, GB left: {left})"
+                    f"DL2: no capacity left at its minimum of {counted(minimum, 'worker')} "
+                    f"({counted(float(gpus), 'GPU')}, {counted(float(cpus), 'CPU')}, "
+                    f"{memory:g} GB; GPUs, CPUs, GB left: {left})"
                 )
 
         growable = [job for job in self.jobs if self.workers[job.id] > 0 and self._can_grow(job)]
@@ -294,7 +296,9 @@ class Allocation:
             workers, servers = self.workers[job.id], self.ps[job.id]
             reason = self._floor_notes.get(job.id)
             if reason is None:
-                shape = f"{workers} workers" + (f", {servers} parameter servers" if servers else "")
+                shape = f"{counted(workers, 'worker')}" + (
+                    f", {counted(servers, 'parameter server')}" if servers else ""
+                )
                 if job.id in in_window:
                     steps = self.steps.get(job.id, 0)
                     reason = (
