@@ -142,7 +142,15 @@ Utility = SigmoidUtility | StepUtility
 
 class Job(Frozen, frozen=True):
     id: Annotated[str, Meta(min_length=1, max_length=255, description="Unique job id.")]
-    tenant: Annotated[str, Meta(description="Tenant (team, queue) the job belongs to.")] = "default"
+    tenant: Annotated[
+        str,
+        Meta(
+            description=(
+                "Tenant (team, queue) the job belongs to. A tenant not listed in the "
+                "snapshot's `tenants` is served as one with weight 1 and no GPU quota."
+            )
+        ),
+    ] = "default"
     submit_time: Annotated[float, Meta(description="Seconds on the caller's clock.")] = 0.0
     state: Annotated[
         JobState,
@@ -399,7 +407,15 @@ class Snapshot(Frozen, frozen=True, dict=True, gc=True):
     jobs: Annotated[
         tuple[Job, ...], Meta(description="Every job, in the caller's order (the tie-break).")
     ] = ()
-    tenants: Annotated[tuple[Tenant, ...], Meta(description="Tenants with weights or quotas.")] = ()
+    tenants: Annotated[
+        tuple[Tenant, ...],
+        Meta(
+            description=(
+                "Tenants with weights or quotas; jobs of a tenant not listed get weight 1 "
+                "and no quota."
+            )
+        ),
+    ] = ()
     inference: Annotated[
         InferenceLoad, Meta(description="Inference demand and pending requests.")
     ] = InferenceLoad()
