@@ -404,9 +404,19 @@ class SimulateRequest(BaseModel):
     )
     workload: SimulateWorkload = Field(default_factory=SimulateWorkload)
     round_period_s: float = Field(
-        default=60.0, ge=0, le=86_400, description="Seconds between timer rounds (0: none)."
+        default=60.0,
+        ge=0,
+        le=86_400,
+        description="Seconds between timer rounds, at least 1 (0: no timer rounds).",
     )
     loan_idle: bool = Field(default=False, description="Lend idle inference servers to training.")
+
+    @field_validator("round_period_s")
+    @classmethod
+    def _round_period_is_a_second_or_more(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError("timer rounds are at least 1 s apart (0: none)")
+        return value
 
     @field_validator("cluster", mode="before")
     @classmethod

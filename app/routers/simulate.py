@@ -61,7 +61,7 @@ _EXAMPLE: dict[str, Any] = {
             },
         }
     },
-    responses=error_responses(404, 413, 415, 422),
+    responses=error_responses(404, 413, 415, 422, 503),
 )
 async def create_simulation(request: Request, services: ServicesDep) -> Any:
     body = await request.body()

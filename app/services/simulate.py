@@ -20,14 +20,17 @@ import asyncio
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import InvalidRequestError, NotFoundError
+from app.errors import InvalidRequestError, NotFoundError, UnavailableError
 from app.schemas import SimulateRequest
 from app.services.decisions import parse_body
-from policies.model import Problem
+from policies.decision import Decision
+from policies.model import Problem, Snapshot
 from policies.profiles import Profile
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from simulator.traces import TraceError, TraceJob, trace_from_rows
 from simulator.workload import WorkloadError, WorkloadOptions
 
@@ -38,6 +41,9 @@ class SimulateLimits:
     max_profiles: int = 8
     timeout_s: float = 60.0
     processes: int = 1
+
+
+_BACKSTOP_GRACE_S = 10.0
 
 
 class SimulationTimeout(RuntimeError):
@@ -92,10 +98,23 @@ def run_simulation(
         def advance(count: int) -> None:
             nonlocal finished
             finished += count
-            if time.monotonic() > deadline:
-                raise SimulationTimeout
 
         return advance
+
+    class TimedDecider:
+        """The profile's engine, stopping the run once it is past its time: checked at
+        every decision, so a run that decides without finishing jobs stops too."""
+
+        def __init__(self, name: str) -> None:
+            self.engine = EngineDecider(Profile.model_validate(profiles[name]))
+
+        def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+            if time.monotonic() > deadline:
+                raise SimulationTimeout
+            return self.engine(snapshot, seed, decision_id)
+
+        def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+            return self.engine.reclaim(snapshot, request, seed)
 
     try:
         runs = simulate(
@@ -103,7 +122,7 @@ def run_simulation(
             parsed.cluster,
             parsed.profiles,
             config,
-            decider_for=lambda name: EngineDecider(Profile.model_validate(profiles[name])),
+            decider_for=TimedDecider,
             on_progress=on_progress,
         )
     except SimulationTimeout:
@@ -130,6 +149,14 @@ class SimulateService:
                 mp_context=multiprocessing.get_context("spawn"),
             )
         return self._pool
+
+    def _stop_workers(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list(pool._processes.values()):  # no public way to stop a running task
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -193,7 +220,21 @@ class SimulateService:
         future = loop.run_in_executor(
             self._executor(), run_simulation, payload, profiles, self.limits.timeout_s
         )
-        answer: dict[str, Any] = await future
+        try:
+            # The run stops itself at its deadline; this is the backstop for one that
+            # cannot (a single decision longer than the limit): its worker is stopped.
+            answer: dict[str, Any] = await asyncio.wait_for(
+                future, self.limits.timeout_s + _BACKSTOP_GRACE_S
+            )
+        except TimeoutError:
+            self._stop_workers()
+            answer = {"timeout": 0}
+        except BrokenProcessPool as error:
+            self._pool = None
+            raise UnavailableError(
+                "the simulation's worker process stopped (another run past its time limit "
+                "was stopped with it); send it again"
+            ) from error
         if "timeout" in answer:
             raise InvalidRequestError(
                 f"the simulation ran past {self.limits.timeout_s:g} s "

@@ -152,6 +152,7 @@ def test_a_traces_own_cluster_description_is_refused_naming_the_spec(
         ({"trace": [{**ROWS[0], "num_gpus": 0}]}, "trace[0].num_gpus"),
         ({"workload": {"model_mix": "no-such-model"}}, "workload"),
         ({"profiles": []}, "profiles"),
+        ({"round_period_s": 0.001}, "round_period_s"),
     ],
 )
 def test_bad_input_is_a_422_at_its_path(
