@@ -98,6 +98,10 @@ class Node(Frozen, frozen=True):
         return self.healthy and (self.pool is Pool.TRAINING or self.loaned)
 
 
+NonEmpty = Annotated[str, Meta(min_length=1)]
+"""A string that must not be empty (ids, names)."""
+
+
 class Assignment(Frozen, frozen=True):
     """GPUs of one node given to a job."""
 

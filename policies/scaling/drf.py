@@ -160,14 +160,16 @@ class DominantResourceFairness:
         for tenant in tenants.values():
             share, resource = pool.share(tenant.used)
             endings[tenant.name] = (
-                f"workers; tenant {tenant.name!r} ends at dominant share "
+                f"tenant {tenant.name!r} ends at dominant share "
                 f"{share:.3f} of {resource} (weight {tenant.weight:g}, weighted "
                 f"{share / tenant.weight:.3f})"
             )
         out = []
         for job in jobs:
             count = workers.get(job.id, 0)
-            reason = refused.get(job.id) or f"DRF: {count} {endings[job.tenant]}"
+            reason = refused.get(job.id) or (
+                f"DRF: {counted(count, 'worker')}; {endings[job.tenant]}"
+            )
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
         return out
 
