@@ -143,6 +143,13 @@ def test_every_public_endpoint_through_the_generated_client(
         ),
         models.ReclaimDecision,
     )
+    dispatched = ok(
+        module("api.dispatch.create_dispatch").sync_detailed(
+            client=client, body=models.DispatchRequestBody.from_dict(example("dispatch.json"))
+        ),
+        models.DispatchDecision,
+    )
+    assert dispatched.profile == "relmas"
     accepted = ok(
         module("api.feedback.post_feedback").sync_detailed(
             client=client,
