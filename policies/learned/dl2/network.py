@@ -16,23 +16,17 @@ metadata), so loading never unpickles anything.
 
 from __future__ import annotations
 
-import json
-import struct
-
 import numpy as np
 import torch
-from pydantic import JsonValue, ValidationError
-from safetensors import SafetensorError
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
+from pydantic import JsonValue
 from torch import nn
 
+from policies.learned import weights
 from policies.learned.dl2.features import Dl2Config
-from policies.learned.models import InvalidActionError, ModelLoadError
+from policies.learned.models import InvalidActionError
 
 FORMAT = "arbiter-dl2"
 FORMAT_VERSION = "1"
-_HEADER_KEY = "arbiter"
 
 
 class Dl2Network(nn.Module):
@@ -136,7 +130,7 @@ class Dl2Model:
         if self._views is None:
             net = self.network
             self._views = tuple(
-                (_array(layer.weight).T, _array(layer.bias))
+                (weights.numpy_view(layer.weight).T, weights.numpy_view(layer.bias))
                 for layer in (net.hidden1, net.hidden2, net.output)
             )
         (w1, b1), (w2, b2), (w3, b3) = self._views
@@ -158,8 +152,8 @@ class Dl2Model:
         valid = np.where(mask, logits, -np.inf)
         if deterministic or rng is None:
             return int(np.argmax(valid))
-        weights = np.exp(valid - valid.max())
-        return int(rng.choice(len(weights), p=weights / weights.sum()))
+        odds = np.exp(valid - valid.max())
+        return int(rng.choice(len(odds), p=odds / odds.sum()))
 
     # -- persistence ----------------------------------------------------------------------------
     def meta(self) -> dict[str, JsonValue]:
@@ -176,64 +170,19 @@ class Dl2Model:
         The header carries one metadata key (safetensors orders several arbitrarily),
         so equal weights give equal bytes.
         """
-        tensors = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
-        header = json.dumps(self.meta(), sort_keys=True, separators=(",", ":"))
-        return save_tensors(tensors, metadata={_HEADER_KEY: header})
+        return weights.dump(self.network.state_dict(), self.meta())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Dl2Model:
         """Load what :meth:`to_bytes` wrote; ModelLoadError for anything else."""
-        header = _header_metadata(data)
-        if header.get("format") != FORMAT:
-            raise ModelLoadError(f"not a DL2 model (format {header.get('format')!r})")
-        if header.get("format_version") != FORMAT_VERSION:
-            raise ModelLoadError(
-                f"DL2 model format version {header.get('format_version')!r}; "
-                f"this code reads {FORMAT_VERSION!r}"
-            )
-        try:
-            config = Dl2Config.model_validate(header.get("config"))
-        except ValidationError as error:
-            raise ModelLoadError(f"DL2 model configuration: {error}") from error
-        try:
-            tensors = load_tensors(data)
-        except (SafetensorError, ValueError, RuntimeError) as error:
-            raise ModelLoadError(f"DL2 weights: {error}") from error
+        config, tensors = weights.read(
+            data,
+            what="DL2",
+            format_name=FORMAT,
+            format_version=FORMAT_VERSION,
+            config=Dl2Config,
+        )
         network = Dl2Network(config)
-        try:
-            network.load_state_dict(tensors, strict=True)
-        except RuntimeError as error:
-            raise ModelLoadError(f"DL2 weights do not fit the configuration: {error}") from error
-        for name, tensor in network.state_dict().items():
-            if not bool(torch.isfinite(tensor).all()):
-                raise ModelLoadError(f"DL2 weights: {name} has non-finite values")
+        weights.load_into(network, tensors, "DL2")
         network.eval()
         return cls(config, network)
-
-
-def _array(parameter: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU parameter (shared memory, no copy)."""
-    view: np.ndarray = parameter.detach().numpy()
-    return view
-
-
-def _header_metadata(data: bytes) -> dict[str, JsonValue]:
-    """Arbiter's metadata in a safetensors file, read without touching the tensors.
-
-    The format is an 8-byte little-endian header length, then a JSON header whose
-    `__metadata__` maps strings to strings; ours is one JSON document under one key.
-    """
-    if len(data) < 8:
-        raise ModelLoadError("DL2 model: too short to be a safetensors file")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > len(data) - 8 or length > 10_000_000:
-        raise ModelLoadError("DL2 model: safetensors header length is out of range")
-    try:
-        header = json.loads(data[8 : 8 + length])
-        meta = header["__metadata__"][_HEADER_KEY]
-        ours = json.loads(meta)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ModelLoadError(f"DL2 model: no readable metadata in the header: {error}") from error
-    if not isinstance(ours, dict):
-        raise ModelLoadError("DL2 model: the header's metadata is not an object")
-    return ours

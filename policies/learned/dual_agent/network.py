@@ -22,24 +22,17 @@ the header), loaded without unpickling, as DL2's model is.
 
 from __future__ import annotations
 
-import json
-import struct
-
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
-from safetensors import SafetensorError
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from torch import nn
 
+from policies.learned import weights
 from policies.learned.dual_agent.features import CLUSTER_FEATURES, JOB_FEATURES
 from policies.learned.dual_agent.gp import GpHyper
-from policies.learned.models import ModelLoadError
 
 FORMAT = "arbiter-dual-agent"
 FORMAT_VERSION = "1"
-_HEADER_KEY = "arbiter"
 
 
 class DualAgentConfig(BaseModel):
@@ -158,7 +151,7 @@ class DualAgentModel:
         if self._views is None:
             net = self.ordering
             self._views = tuple(
-                (_array(layer.weight).T, _array(layer.bias))
+                (weights.numpy_view(layer.weight).T, weights.numpy_view(layer.bias))
                 for layer in (net.embed1, net.embed2, net.squeeze, net.score1, net.score2)
             )
         (w1, b1), (w2, b2), (ws, bs), (w3, b3), (w4, b4) = self._views
@@ -197,28 +190,18 @@ class DualAgentModel:
 
     def to_bytes(self) -> bytes:
         """Safetensors bytes; equal weights give equal bytes (one metadata key)."""
-        header = json.dumps(self.meta(), sort_keys=True, separators=(",", ":"))
-        return save_tensors(self._tensors(), metadata={_HEADER_KEY: header})
+        return weights.dump(self._tensors(), self.meta())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> DualAgentModel:
         """Load what :meth:`to_bytes` wrote; ModelLoadError for anything else."""
-        header = _header_metadata(data)
-        if header.get("format") != FORMAT:
-            raise ModelLoadError(f"not a dual-agent model (format {header.get('format')!r})")
-        if header.get("format_version") != FORMAT_VERSION:
-            raise ModelLoadError(
-                f"dual-agent model format version {header.get('format_version')!r}; "
-                f"this code reads {FORMAT_VERSION!r}"
-            )
-        try:
-            config = DualAgentConfig.model_validate(header.get("config"))
-        except ValidationError as error:
-            raise ModelLoadError(f"dual-agent model configuration: {error}") from error
-        try:
-            tensors = load_tensors(data)
-        except (SafetensorError, ValueError, RuntimeError) as error:
-            raise ModelLoadError(f"dual-agent weights: {error}") from error
+        config, tensors = weights.read(
+            data,
+            what="dual-agent",
+            format_name=FORMAT,
+            format_version=FORMAT_VERSION,
+            config=DualAgentConfig,
+        )
         model = cls(config)
         for prefix, module in (
             ("ordering", model.ordering),
@@ -230,37 +213,6 @@ class DualAgentModel:
                 for k, v in tensors.items()
                 if k.startswith(prefix + ".")
             }
-            try:
-                module.load_state_dict(part, strict=True)
-            except RuntimeError as error:
-                raise ModelLoadError(
-                    f"dual-agent weights do not fit the configuration ({prefix}): {error}"
-                ) from error
-        for name, tensor in model._tensors().items():
-            if not bool(torch.isfinite(tensor).all()):
-                raise ModelLoadError(f"dual-agent weights: {name} has non-finite values")
+            weights.load_into(module, part, f"dual-agent ({prefix})")
         model.ordering.eval()
         return model
-
-
-def _array(parameter: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU parameter (shared memory, no copy)."""
-    view: np.ndarray = parameter.detach().numpy()
-    return view
-
-
-def _header_metadata(data: bytes) -> dict[str, JsonValue]:
-    """Arbiter's metadata in a safetensors file, read without touching the tensors."""
-    if len(data) < 8:
-        raise ModelLoadError("dual-agent model: too short to be a safetensors file")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > len(data) - 8 or length > 10_000_000:
-        raise ModelLoadError("dual-agent model: safetensors header length is out of range")
-    try:
-        header = json.loads(data[8 : 8 + length])
-        ours = json.loads(header["__metadata__"][_HEADER_KEY])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ModelLoadError(f"dual-agent model: no readable metadata: {error}") from error
-    if not isinstance(ours, dict):
-        raise ModelLoadError("dual-agent model: the header's metadata is not an object")
-    return ours

@@ -16,23 +16,17 @@ on views of its parameters.
 
 from __future__ import annotations
 
-import json
-import struct
-
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
-from safetensors import SafetensorError
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from torch import nn
 
-from policies.learned.models import InvalidActionError, ModelLoadError
+from policies.learned import weights
+from policies.learned.models import InvalidActionError
 from policies.learned.relmas.features import feature_count
 
 FORMAT = "arbiter-relmas"
 FORMAT_VERSION = "1"
-_HEADER_KEY = "arbiter"
 
 
 class RelmasConfig(BaseModel):
@@ -97,7 +91,7 @@ class RelmasModel:
             self._views = tuple(
                 view
                 for layer in (net.embed, net.mix, net.score)
-                for view in (_array(layer.weight).T, _array(layer.bias))
+                for view in (weights.numpy_view(layer.weight).T, weights.numpy_view(layer.bias))
             )
         w1, b1, w2, b2, w3, b3 = self._views
         hidden = pairs @ w1 + b1
@@ -119,60 +113,19 @@ class RelmasModel:
         }
 
     def to_bytes(self) -> bytes:
-        tensors = {k: v.detach().contiguous() for k, v in self.network.state_dict().items()}
-        header = json.dumps(self.meta(), sort_keys=True, separators=(",", ":"))
-        return save_tensors(tensors, metadata={_HEADER_KEY: header})
+        return weights.dump(self.network.state_dict(), self.meta())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RelmasModel:
         """Load what :meth:`to_bytes` wrote; ModelLoadError for anything else."""
-        header = _header_metadata(data)
-        if header.get("format") != FORMAT:
-            raise ModelLoadError(f"not a RELMAS model (format {header.get('format')!r})")
-        if header.get("format_version") != FORMAT_VERSION:
-            raise ModelLoadError(
-                f"RELMAS model format version {header.get('format_version')!r}; "
-                f"this code reads {FORMAT_VERSION!r}"
-            )
-        try:
-            config = RelmasConfig.model_validate(header.get("config"))
-        except ValidationError as error:
-            raise ModelLoadError(f"RELMAS model configuration: {error}") from error
-        try:
-            tensors = load_tensors(data)
-        except (SafetensorError, ValueError, RuntimeError) as error:
-            raise ModelLoadError(f"RELMAS weights: {error}") from error
+        config, tensors = weights.read(
+            data,
+            what="RELMAS",
+            format_name=FORMAT,
+            format_version=FORMAT_VERSION,
+            config=RelmasConfig,
+        )
         network = RelmasNetwork(config)
-        try:
-            network.load_state_dict(tensors, strict=True)
-        except RuntimeError as error:
-            raise ModelLoadError(f"RELMAS weights do not fit the configuration: {error}") from error
-        for name, tensor in network.state_dict().items():
-            if not bool(torch.isfinite(tensor).all()):
-                raise ModelLoadError(f"RELMAS weights: {name} has non-finite values")
+        weights.load_into(network, tensors, "RELMAS")
         network.eval()
         return cls(config, network)
-
-
-def _array(parameter: torch.Tensor) -> np.ndarray:
-    view: np.ndarray = parameter.detach().numpy()
-    return view
-
-
-def _header_metadata(data: bytes) -> dict[str, JsonValue]:
-    """Arbiter's metadata in a safetensors header, read without touching the tensors."""
-    if len(data) < 8:
-        raise ModelLoadError("RELMAS model: too short to be a safetensors file")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > len(data) - 8 or length > 10_000_000:
-        raise ModelLoadError("RELMAS model: safetensors header length is out of range")
-    try:
-        header = json.loads(data[8 : 8 + length])
-        ours = json.loads(header["__metadata__"][_HEADER_KEY])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ModelLoadError(
-            f"RELMAS model: no readable metadata in the header: {error}"
-        ) from error
-    if not isinstance(ours, dict):
-        raise ModelLoadError("RELMAS model: the header's metadata is not an object")
-    return ours

@@ -1,0 +1,102 @@
+"""How every learned model is stored: safetensors bytes with one JSON header, no code.
+
+A model is its tensors (safetensors: loading it runs nothing) plus one metadata key,
+`arbiter`, holding a JSON object with the model's `format`, `format_version` and
+`config`. One key, because safetensors orders several arbitrarily: equal weights then
+give equal bytes. Reading checks everything a stored version could get wrong (another
+model's bytes, another format version, a configuration this code rejects, tensors that
+do not fit it or are not finite) and says which, as a `ModelLoadError`, so that the
+policy's fallback answers instead.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import TypeVar
+
+import numpy as np
+import torch
+from pydantic import BaseModel, JsonValue, ValidationError
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+from torch import nn
+
+from policies.learned.models import ModelLoadError
+
+HEADER_KEY = "arbiter"
+_MAX_HEADER_BYTES = 10_000_000
+
+C = TypeVar("C", bound=BaseModel)
+
+
+def dump(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, JsonValue]) -> bytes:
+    """Safetensors bytes of `tensors`, with `meta` as the one header document."""
+    header = json.dumps(meta, sort_keys=True, separators=(",", ":"))
+    contiguous = {name: t.detach().contiguous() for name, t in tensors.items()}
+    return save_tensors(contiguous, metadata={HEADER_KEY: header})
+
+
+def read_header(data: bytes, what: str) -> dict[str, JsonValue]:
+    """The header document of `data`, read without touching the tensors.
+
+    The format is an 8-byte little-endian header length, then a JSON header whose
+    `__metadata__` maps strings to strings; ours is one JSON document under one key.
+    """
+    if len(data) < 8:
+        raise ModelLoadError(f"{what} model: too short to be a safetensors file")
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > len(data) - 8 or length > _MAX_HEADER_BYTES:
+        raise ModelLoadError(f"{what} model: safetensors header length is out of range")
+    try:
+        header = json.loads(data[8 : 8 + length])
+        ours = json.loads(header["__metadata__"][HEADER_KEY])
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ModelLoadError(
+            f"{what} model: no readable metadata in the header: {error}"
+        ) from error
+    if not isinstance(ours, dict):
+        raise ModelLoadError(f"{what} model: the header's metadata is not an object")
+    return ours
+
+
+def read(
+    data: bytes, *, what: str, format_name: str, format_version: str, config: type[C]
+) -> tuple[C, dict[str, torch.Tensor]]:
+    """The configuration and tensors of a model of `format_name`, checked; else ModelLoadError."""
+    header = read_header(data, what)
+    if header.get("format") != format_name:
+        raise ModelLoadError(f"not a {what} model (format {header.get('format')!r})")
+    if header.get("format_version") != format_version:
+        raise ModelLoadError(
+            f"{what} model format version {header.get('format_version')!r}; "
+            f"this code reads {format_version!r}"
+        )
+    try:
+        parsed = config.model_validate(header.get("config"))
+    except ValidationError as error:
+        raise ModelLoadError(f"{what} model configuration: {error}") from error
+    try:
+        tensors = load_tensors(data)
+    except (SafetensorError, ValueError, RuntimeError) as error:
+        raise ModelLoadError(f"{what} weights: {error}") from error
+    return parsed, tensors
+
+
+def load_into(module: nn.Module, tensors: Mapping[str, torch.Tensor], what: str) -> None:
+    """Load `tensors` into `module` exactly (no key missing or extra), all finite."""
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as error:
+        raise ModelLoadError(f"{what} weights do not fit the configuration: {error}") from error
+    for name, tensor in module.state_dict().items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise ModelLoadError(f"{what} weights: {name} has non-finite values")
+
+
+def numpy_view(parameter: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU parameter (shared memory, no copy): the served forward pass."""
+    view: np.ndarray = parameter.detach().numpy()
+    return view
