@@ -170,5 +170,6 @@ def trainers() -> Trainers:
     """Every trainer Arbiter has. The one place a learned policy's trainer is registered."""
     from training.dl2.trainer import Dl2Trainer  # noqa: PLC0415 - light; torch loads on train
     from training.dual_agent.trainer import DualAgentTrainer  # noqa: PLC0415
+    from training.relmas.trainer import RelmasTrainer  # noqa: PLC0415
 
-    return Trainers([Dl2Trainer(), DualAgentTrainer()])
+    return Trainers([Dl2Trainer(), DualAgentTrainer(), RelmasTrainer()])

@@ -32,6 +32,15 @@ TINY_BUDGETS: dict[str, dict[str, Any]] = {
         "gp_fit_episodes": 1,
         "gp_fit_steps": 2,
     },
+    "relmas": {
+        "updates": 1,
+        "imitation_episodes": 1,
+        "imitation_epochs": 1,
+        "episodes_per_update": 1,
+        "validation_episodes": 1,
+        "held_out_episodes": 1,
+        "episode_requests": 12,
+    },
 }
 """Seconds of training per learned policy; a new trainer adds its own here."""
 

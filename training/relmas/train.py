@@ -22,6 +22,7 @@ docs/results.md (0, 1, 2) do not overlap.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,21 +133,46 @@ def validate(model: RelmasModel, args: Args, costs: CostTable) -> float:
     return float(np.mean([e.sla for e in episodes]))
 
 
-def train(args: Args, costs: CostTable | None = None) -> TrainReport:
+def held_out(model: RelmasModel, args: Args, costs: CostTable, episodes: int) -> float:
+    """Mean SLA satisfaction on episodes neither training nor checkpoint choice saw."""
+    policy = RecordingPolicy(styles=model.config.styles, model=model)
+    seeds = range(900, 900 + episodes * len(args.scenarios))
+    return float(np.mean([e.sla for e in _episodes(args, costs, policy, seeds)]))
+
+
+def train(
+    args: Args,
+    costs: CostTable | None = None,
+    *,
+    initial: RelmasModel | None = None,
+    on_progress: Callable[[str, float], None] | None = None,
+) -> TrainReport:
+    """Imitation of the teacher, then REINFORCE; the best checkpoint on validation wins.
+
+    With `initial` (a retraining from the active version) imitation is skipped and
+    REINFORCE starts from those weights.
+    """
     started = time.perf_counter()
     costs = costs or load_costs()
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    config = RelmasConfig(hidden=args.hidden)
-    model = RelmasModel.initial(config, args.seed)
+    progress = on_progress or (lambda stage, fraction: None)
+    config = initial.config if initial is not None else RelmasConfig(hidden=args.hidden)
+    model = initial if initial is not None else RelmasModel.initial(config, args.seed)
     report = TrainReport(model=model)
 
     # 1. Imitation of the teacher.
     teacher = RecordingPolicy(styles=config.styles, teacher=teacher_scores)
-    demos = _episodes(args, costs, teacher, range(1000, 1000 + args.imitation_episodes))
+    epochs = args.imitation_epochs if initial is None else 0
+    demos = (
+        _episodes(args, costs, teacher, range(1000, 1000 + args.imitation_episodes))
+        if epochs
+        else []
+    )
     rounds = [r for e in demos for r in e.rounds]
     optimizer = torch.optim.Adam(model.network.parameters(), lr=args.learning_rate)
-    for _ in range(args.imitation_epochs):
+    for epoch in range(epochs):
+        progress("imitation", epoch / epochs)
         chosen = rng.choice(
             len(rounds), size=min(len(rounds), args.imitation_rounds_per_epoch), replace=False
         )
@@ -161,8 +187,8 @@ def train(args: Args, costs: CostTable | None = None) -> TrainReport:
         report.imitation_loss.append(float(np.mean(losses)))
     best_state = {k: v.clone() for k, v in model.network.state_dict().items()}
     best = validate(model, args, costs)
-    report.validation["imitation"] = best
-    report.chosen = "imitation"
+    report.chosen = "imitation" if initial is None else "start"
+    report.validation[report.chosen] = best
 
     # 2. REINFORCE from the imitation weights.
     table = scenarios()
@@ -170,6 +196,7 @@ def train(args: Args, costs: CostTable | None = None) -> TrainReport:
     explorer = RecordingPolicy(styles=config.styles, model=model, sample=True, rng=rng)
     seed = 2000
     for update in range(args.updates):
+        progress("rl", update / args.updates)
         batch_rounds: list[RecordedRound] = []
         batch_returns: list[np.ndarray] = []
         for _ in range(args.episodes_per_update):
