@@ -265,10 +265,13 @@ class VolcanoExtender:
 
     @staticmethod
     def _evictees(request: EvictionRequest) -> list[tuple[msgspec.Raw, TaskInfo]]:
-        return [
-            (raw, decode_task(raw, f"evictees[{i}]"))
-            for i, raw in enumerate(request.evictees or [])
-        ]
+        try:
+            return [
+                (raw, decode_task(raw, f"evictees[{i}]"))
+                for i, raw in enumerate(request.evictees or [])
+            ]
+        except WireError as error:  # an evictee that is not a task: the caller's fault
+            raise _invalid(error) from error
 
 
 def _invalid(error: WireError | ApiError) -> InvalidRequestError:

@@ -246,3 +246,15 @@ def test_unreadable_payloads_are_a_422_naming_the_field(
     )
     assert response.status_code == 422
     assert response.json()["error"] == "invalid_request"
+
+
+@pytest.mark.parametrize("verb", ["preemptable", "reclaimable"])
+def test_an_evictee_that_is_not_a_task_is_a_422_naming_it(volcano: TestClient, verb: str) -> None:
+    # Found by `make fuzz`: with a session open, `[null]` as evictees was a server error.
+    post(volcano, "onSessionOpen", session([GANG], NODES))
+    response = volcano.post(
+        f"/volcano/{verb}", json={"evictor": task("ml/gang", 0, 4), "evictees": [None]}
+    )
+
+    assert response.status_code == 422, response.text
+    assert "evictees[0]" in response.json()["detail"]
