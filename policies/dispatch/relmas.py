@@ -25,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from policies.decision import Stage
 from policies.dispatch.model import DispatchChoice
 from policies.dispatch.view import DispatchView
+from policies.learned import weights
 from policies.learned.models import (
     LatencyBudgetExceededError,
     ModelBlob,
-    ModelLoadError,
     ModelUnavailableError,
 )
 from policies.learned.relmas.features import build_round, choice_from_picks, pick_order
@@ -69,24 +69,15 @@ class RelmasDispatch:
 
     def __init__(self, params: RelmasParams, model: ModelBlob | None = None) -> None:
         self.params = params
-        self._model: RelmasModel | None = None
-        self._unavailable = ""
-        self._model_version = "none"
-        if model is not None:
-            self._model_version = model.version
-            try:
-                self._model = RelmasModel.from_bytes(model.weights)
-            except ModelLoadError as error:
-                self._unavailable = f"model version {model.version!r} did not load: {error}"
-        elif params.use_shipped_model:
-            try:
-                shipped = shipped_model()
-            except ModelLoadError as error:
-                self._unavailable = str(error)
-            else:
-                self._model, self._model_version = shipped.model, shipped.version
-        else:
-            self._unavailable = "no RELMAS model version is active and the shipped one is not used"
+        served = weights.served_model(
+            model,
+            use_shipped=params.use_shipped_model,
+            read=RelmasModel.from_bytes,
+            shipped=shipped_model,
+            what="RELMAS",
+        )
+        self._model, self._model_version = served.model, served.version
+        self._unavailable = served.unavailable
 
     @classmethod
     def with_model(

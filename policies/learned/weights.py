@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -24,12 +25,65 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 from torch import nn
 
-from policies.learned.models import ModelLoadError
+from policies.learned.models import ModelBlob, ModelLoadError
 
 HEADER_KEY = "arbiter"
 _MAX_HEADER_BYTES = 10_000_000
 
 C = TypeVar("C", bound=BaseModel)
+M = TypeVar("M")
+M_co = TypeVar("M_co", covariant=True)
+
+
+class ShippedLike(Protocol[M_co]):
+    """A model shipped with Arbiter, and its version name."""
+
+    @property
+    def model(self) -> M_co: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Served(Generic[M]):
+    """The model a learned policy serves, or why it has none."""
+
+    model: M | None
+    version: str
+    unavailable: str
+    """Why `model` is None (empty when it is not)."""
+
+
+def served_model(
+    blob: ModelBlob | None,
+    *,
+    use_shipped: bool,
+    read: Callable[[bytes], M],
+    shipped: Callable[[], ShippedLike[M]],
+    what: str,
+) -> Served[M]:
+    """The active version if one is given, else the shipped model if allowed; never raises.
+
+    A version that does not load, or a shipped model that cannot be read, leaves the
+    policy without a model and the reason, so that its fallback answers and says why.
+    """
+    if blob is not None:
+        try:
+            return Served(read(blob.weights), blob.version, "")
+        except ModelLoadError as error:
+            return Served(
+                None, blob.version, f"model version {blob.version!r} did not load: {error}"
+            )
+    if not use_shipped:
+        return Served(
+            None, "none", f"no {what} model version is active and the shipped one is not used"
+        )
+    try:
+        found = shipped()
+    except ModelLoadError as error:
+        return Served(None, "none", str(error))
+    return Served(found.model, found.version, "")
 
 
 def dump(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, JsonValue]) -> bytes:

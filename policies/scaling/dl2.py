@@ -26,13 +26,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.decision import ScalingResult, Stage
+from policies.learned import weights
 from policies.learned.dl2.features import Allocation, play
 from policies.learned.dl2.network import Dl2Model
 from policies.learned.dl2.shipped import shipped_model
 from policies.learned.models import (
     LatencyBudgetExceededError,
     ModelBlob,
-    ModelLoadError,
     ModelUnavailableError,
 )
 from policies.model import Job
@@ -82,24 +82,15 @@ class Dl2Scaling:
 
     def __init__(self, params: Dl2Params, model: ModelBlob | None = None) -> None:
         self.params = params
-        self._model: Dl2Model | None = None
-        self._unavailable = ""
-        self._model_version = "none"
-        if model is not None:
-            self._model_version = model.version
-            try:
-                self._model = Dl2Model.from_bytes(model.weights)
-            except ModelLoadError as error:
-                self._unavailable = f"model version {model.version!r} did not load: {error}"
-        elif params.use_shipped_model:
-            try:
-                shipped = shipped_model()
-            except ModelLoadError as error:
-                self._unavailable = str(error)
-            else:
-                self._model, self._model_version = shipped.model, shipped.version
-        else:
-            self._unavailable = "no DL2 model version is active and the shipped one is not used"
+        served = weights.served_model(
+            model,
+            use_shipped=params.use_shipped_model,
+            read=Dl2Model.from_bytes,
+            shipped=shipped_model,
+            what="DL2",
+        )
+        self._model, self._model_version = served.model, served.version
+        self._unavailable = served.unavailable
 
     @classmethod
     def with_model(
