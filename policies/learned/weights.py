@@ -11,10 +11,12 @@ policy's fallback answers instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
@@ -43,6 +45,32 @@ class ShippedLike(Protocol[M_co]):
 
     @property
     def version(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Shipped(Generic[M]):
+    """A model shipped with Arbiter as package data, loaded."""
+
+    model: M
+    version: str
+    """`shipped-` and the first 12 hex digits of the file's SHA-256: names the exact weights."""
+
+
+def shipped_file(package: str, filename: str, what: str) -> bytes:
+    """A learned policy's shipped weights (`default/<filename>` of its package).
+
+    The one file access in `policies`: a package's own data. ModelLoadError when missing.
+    """
+    path = resources.files(package).joinpath("default", filename)
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ModelLoadError(f"the shipped {what} model is missing: {error}") from error
+
+
+def load_shipped(data: bytes, read: Callable[[bytes], M]) -> Shipped[M]:
+    """The shipped model and its version name (from the bytes' hash)."""
+    return Shipped(read(data), "shipped-" + hashlib.sha256(data).hexdigest()[:12])
 
 
 @dataclass(frozen=True)

@@ -8,36 +8,22 @@ package's own data, read once per process and shared by every policy instance
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from policies.learned.dl2.network import Dl2Model
-from policies.learned.models import ModelLoadError
+from policies.learned.weights import Shipped, load_shipped, shipped_file
 
 SHIPPED_FILE = "dl2.safetensors"
 
-
-@dataclass(frozen=True)
-class ShippedModel:
-    model: Dl2Model
-    version: str
-    """`shipped-` and the first 12 hex digits of the file's SHA-256: names the exact weights."""
+ShippedModel = Shipped[Dl2Model]
 
 
 def shipped_bytes() -> bytes:
     """The shipped weights file; ModelLoadError when it is missing."""
-    path = resources.files("policies.learned.dl2").joinpath("default", SHIPPED_FILE)
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise ModelLoadError(f"the shipped DL2 model is missing: {error}") from error
+    return shipped_file("policies.learned.dl2", SHIPPED_FILE, "DL2")
 
 
 @cache
 def shipped_model() -> ShippedModel:
     """The shipped model, loaded once; ModelLoadError (not cached) when it cannot be."""
-    data = shipped_bytes()
-    version = "shipped-" + hashlib.sha256(data).hexdigest()[:12]
-    return ShippedModel(model=Dl2Model.from_bytes(data), version=version)
+    return load_shipped(shipped_bytes(), Dl2Model.from_bytes)

@@ -6,34 +6,22 @@ Package data next to this module (`default/relmas.safetensors`, written by
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from policies.learned.models import ModelLoadError
 from policies.learned.relmas.network import RelmasModel
+from policies.learned.weights import Shipped, load_shipped, shipped_file
 
 SHIPPED_FILE = "relmas.safetensors"
 
-
-@dataclass(frozen=True)
-class ShippedModel:
-    model: RelmasModel
-    version: str
-    """`shipped-` and the first 12 hex digits of the file's SHA-256."""
+ShippedModel = Shipped[RelmasModel]
 
 
 def shipped_bytes() -> bytes:
-    path = resources.files("policies.learned.relmas").joinpath("default", SHIPPED_FILE)
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise ModelLoadError(f"the shipped RELMAS model is missing: {error}") from error
+    """The shipped weights file; ModelLoadError when it is missing."""
+    return shipped_file("policies.learned.relmas", SHIPPED_FILE, "RELMAS")
 
 
 @cache
 def shipped_model() -> ShippedModel:
-    data = shipped_bytes()
-    version = "shipped-" + hashlib.sha256(data).hexdigest()[:12]
-    return ShippedModel(model=RelmasModel.from_bytes(data), version=version)
+    """The shipped model, loaded once; ModelLoadError (not cached) when it cannot be."""
+    return load_shipped(shipped_bytes(), RelmasModel.from_bytes)
