@@ -28,6 +28,7 @@ record to the shadow thread instead of straight to the log.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -502,18 +503,24 @@ def _observations(events: Sequence[FeedbackEvent]) -> dict[str, list[ThroughputO
     """Throughput events a GP can learn from (a node, a speed, an expected speed), by cluster."""
     out: dict[str, list[ThroughputObservation]] = {}
     for event in events:
-        if (
+        if not (
             isinstance(event, ThroughputObserved)
             and event.node_id
             and event.expected_samples_per_s
             and event.samples_per_s > 0
         ):
-            out.setdefault(event.cluster_id, []).append(
-                ThroughputObservation(
-                    node_id=event.node_id,
-                    job_id=event.job_id,
-                    model=event.model or "",
-                    relative_speed=event.samples_per_s / event.expected_samples_per_s,
-                )
+            continue
+        # Two valid speeds can still make a ratio of 0 or infinity (5e-324 / 2 underflows):
+        # such an event is logged like any other, but it tells a machine's speed nothing.
+        relative_speed = event.samples_per_s / event.expected_samples_per_s
+        if not (0.0 < relative_speed < math.inf):
+            continue
+        out.setdefault(event.cluster_id, []).append(
+            ThroughputObservation(
+                node_id=event.node_id,
+                job_id=event.job_id,
+                model=event.model or "",
+                relative_speed=relative_speed,
             )
+        )
     return out

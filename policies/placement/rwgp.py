@@ -120,6 +120,10 @@ def learn_from(state: JsonValue | None, observations: Sequence[ThroughputObserva
     known = observations_of(state)
     count, mean = dict(known.count), dict(known.mean)
     for seen in observations:
+        # The type's `gt=0` holds only for decoded observations; one built in code is not
+        # checked, and a speed of 0 or infinity has no log factor to learn.
+        if not (0.0 < seen.relative_speed < math.inf):
+            continue
         value = math.log(seen.relative_speed)
         weight = min(count.get(seen.node_id, 0.0), MAX_WEIGHT - 1.0) + 1.0
         previous = mean.get(seen.node_id, 0.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
@@ -176,3 +177,46 @@ def test_throughput_feedback_teaches_the_dual_agents_gp_for_its_cluster(
     assert first["details"]["gp_machines_observed"] == 0
     assert second["details"]["gp_machines_observed"] == 1
     assert other.json()["placement"][0]["details"]["gp_machines_observed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("samples_per_s", "expected_samples_per_s"),
+    [(5e-324, 2.0), (1e308, 1e-300)],
+    ids=["ratio-underflows-to-zero", "ratio-overflows-to-infinity"],
+)
+def test_throughput_whose_speed_ratio_is_not_a_finite_positive_number_is_logged_not_learned(
+    client: TestClient, settings: Settings, samples_per_s: float, expected_samples_per_s: float
+) -> None:
+    # Found by the long fuzz: both speeds are valid, their ratio is 0 (or inf), and the
+    # GP's log of it was a 500 after the event had already been logged.
+    snapshot = {
+        "cluster_id": "odd-speeds",
+        "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 4, "price_per_gpu_hour": 3.06}],
+        "jobs": [{"id": "j", "workers": 1, "model": "resnet50"}],
+    }
+    client.post("/v1/decisions", json={"profile": "dual-agent", "snapshot": snapshot})
+    event = {
+        "event_id": f"odd-{samples_per_s}",
+        "kind": "throughput",
+        "cluster_id": "odd-speeds",
+        "job_id": "j",
+        "node_id": "n0",
+        "samples_per_s": samples_per_s,
+        "expected_samples_per_s": expected_samples_per_s,
+    }
+
+    accepted = client.post("/v1/feedback", json={"events": [event]})
+    after = client.post("/v1/decisions", json={"profile": "dual-agent", "snapshot": snapshot})
+
+    _flush(client)
+    engine = create_engine(settings.database_url)
+    with engine.connect() as connection:
+        logged = connection.execute(
+            text("SELECT count(*) FROM feedback_events WHERE event_id = :id"),
+            {"id": event["event_id"]},
+        ).scalar_one()
+    engine.dispose()
+
+    assert accepted.status_code == 202, accepted.text
+    assert logged == 1
+    assert after.json()["placement"][0]["details"]["gp_machines_observed"] == 0
