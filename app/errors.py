@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.partial_snapshot import cross_field_problems
 from policies.model import Frozen, Problem
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,9 @@ def decode_error(
     checked again against the JSON schema generated from the same type, the one the
     OpenAPI spec publishes, so the caller hears of every field-level problem at once;
     a check the schema cannot express (a `__post_init__` rule) comes from the decoder.
+    The cross-field problems of a snapshot in the body (duplicate ids, GPUs held twice)
+    follow, judged on the parts that decode (:mod:`app.partial_snapshot`), so one answer
+    lists every problem.
     """
     if not isinstance(error, msgspec.ValidationError):
         problems = [Problem(path="body", message=f"malformed JSON: {error}")]
@@ -200,6 +204,7 @@ def decode_error(
             problems = schema_problems(document, kind)
             if not any(p.path == found.path for p in problems):
                 problems.insert(0, found)
+            problems += cross_field_problems(document, kind)
     return invalid_request(problems)
 
 
