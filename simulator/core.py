@@ -44,7 +44,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -280,8 +280,12 @@ class Simulation:
         reclaimer: Reclaimer | None = None,
         seed: int = 0,
         cluster_id: str | None = None,
+        initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
     ) -> None:
         self.specs = list(jobs)
+        # Jobs already running where the run begins (a what-if from a cluster's state):
+        # each holds these GPUs from its arrival, without a restart.
+        self.initial_placements = dict(initial_placements or {})
         for earlier, later in zip(self.specs, self.specs[1:], strict=False):
             if later.submit_time < earlier.submit_time:
                 raise SimulationError(f"jobs must come in submission order: {later.id!r}")
@@ -587,6 +591,9 @@ class Simulation:
             return
         self._active[spec.id] = job
         self._waiting += 1
+        start = self.initial_placements.get(spec.id)
+        if start:
+            self._hold(job, start, spec.ps)
 
     def _complete(self, ref: int, version: int) -> bool:
         spec = self.specs[ref]

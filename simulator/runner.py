@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from policies.model import Assignment
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.core import SimOptions, Simulation
 from simulator.deciders import Decider, EngineDecider
@@ -34,9 +35,13 @@ class ProfileRun:
 
 
 def build_simulation(
-    jobs: Sequence[JobSpec], cluster: ClusterSpec, config: RunConfig
+    jobs: Sequence[JobSpec],
+    cluster: ClusterSpec,
+    config: RunConfig,
+    initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
 ) -> Simulation:
-    """A simulation of already filled-in jobs (see :func:`simulator.workload.make_jobs`)."""
+    """A simulation of already filled-in jobs (see :func:`simulator.workload.make_jobs`);
+    `initial_placements` names the jobs already running when it begins, and their GPUs."""
     return Simulation(
         jobs,
         cluster,
@@ -44,6 +49,7 @@ def build_simulation(
         options=config.sim,
         inference=config.inference,
         seed=config.seed,
+        initial_placements=initial_placements,
     )
 
 
@@ -59,11 +65,27 @@ def simulate(
     """One run per profile, on the same jobs and seed; in process unless `decider_for` says."""
     cfg = config or RunConfig()
     jobs = make_jobs(trace, cfg.workload, seed=cfg.seed)
+    return simulate_jobs(
+        jobs, cluster, profiles, cfg, decider_for=decider_for, on_progress=on_progress
+    )
+
+
+def simulate_jobs(
+    jobs: Sequence[JobSpec],
+    cluster: ClusterSpec,
+    profiles: Sequence[str],
+    config: RunConfig,
+    *,
+    initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
+    decider_for: Callable[[str], Decider] | None = None,
+    on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+) -> list[ProfileRun]:
+    """:func:`simulate` of already filled-in jobs, some of them perhaps already running."""
     make_decider = decider_for or EngineDecider.named
     runs: list[ProfileRun] = []
     for name in profiles:
         decider = make_decider(name)
-        sim = build_simulation(jobs, cluster, cfg)
+        sim = build_simulation(jobs, cluster, config, initial_placements)
         progress = on_progress(name) if on_progress is not None else None
         runs.append(ProfileRun(profile=name, result=sim.run(decider, progress)))
     return runs
