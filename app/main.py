@@ -50,6 +50,7 @@ from app.schemas import (
     ReclaimRequestBody,
     SimulateRequest,
     StageDecisionRequest,
+    link_snapshot_schema,
 )
 from app.services.catalog import CatalogService
 from app.services.decisions import DecisionService, FeedbackService, SnapshotLimits
@@ -357,6 +358,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         for name, schema in {**core_defs, **wire_defs, **defs.get("$defs", {})}.items():
             schemas.setdefault(name, schema)
+        link_snapshot_schema(schemas)
         # msgspec writes a tagged union's tag field bare; say what it is for.
         for name in ("SigmoidUtility", "StepUtility"):
             kind = schemas[name]["properties"]["kind"]

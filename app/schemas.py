@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from msgspec import Meta
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema, field_validator
 
 from policies.decision import Stage
 from policies.dispatch.model import DispatchSnapshot
@@ -380,19 +380,60 @@ class SimulateWorkload(BaseModel):
     )
 
 
+class SimulateSnapshot(Frozen, frozen=True, kw_only=True):
+    """The `snapshot` of a what-if request, decoded (and checked) as a decision's is."""
+
+    snapshot: Snapshot
+
+
+_SNAPSHOT_OR_NULL: dict[str, Any] = {
+    # The core's Snapshot is a msgspec Struct, which pydantic cannot refer to: the OpenAPI
+    # spec links it in (:func:`link_snapshot_schema`).
+    "anyOf": [{"type": "object"}, {"type": "null"}],
+    "default": None,
+    "description": (
+        "The cluster now, as a decision's snapshot: its nodes become the cluster, its "
+        "running jobs keep their GPUs and its waiting jobs wait, at time 0. Every job "
+        "needs `estimated_duration_s` (its work left follows from its progress). Give "
+        "either `trace` and `cluster`, or `snapshot` (and `arrivals`)."
+    ),
+}
+
+
+def link_snapshot_schema(schemas: dict[str, Any]) -> None:
+    """Point the what-if request's `snapshot` at the spec's `Snapshot` component."""
+    field = schemas["SimulateRequest"]["properties"]["snapshot"]
+    field["anyOf"][0] = {"$ref": "#/components/schemas/Snapshot"}
+
+
 class SimulateRequest(BaseModel):
-    """POST /v1/simulate: a small trace on a cluster under one or more profiles."""
+    """POST /v1/simulate: a small trace on a cluster, or a cluster's current state and the
+    jobs still to come, under one or more profiles."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    trace: list[TraceRow] = Field(
-        min_length=1, description="Jobs in the shared trace schema, sorted by submit time."
+    trace: list[TraceRow] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "Jobs in the shared trace schema, sorted by submit time (with `cluster`; not "
+            "with `snapshot`)."
+        ),
     )
-    cluster: ClusterSpec = Field(
+    cluster: ClusterSpec | None = Field(
+        default=None,
         description=(
             "A cluster spec in the schema of `shared/clusters` (not a trace's own "
-            "`*.cluster.json`, which describes where the trace was recorded)."
-        )
+            "`*.cluster.json`, which describes where the trace was recorded); with `trace`."
+        ),
+    )
+    snapshot: Annotated[dict[str, Any] | None, WithJsonSchema(_SNAPSHOT_OR_NULL)] = None
+    arrivals: list[TraceRow] = Field(
+        default_factory=list,
+        description=(
+            "With `snapshot`: jobs still to come, in the shared trace schema, sorted; "
+            "`submit_time_s` counts seconds from the snapshot's instant."
+        ),
     )
     profiles: list[str] = Field(
         min_length=1, description="Profiles to compare, on the same jobs and seed."

@@ -35,17 +35,51 @@ _EXAMPLE: dict[str, Any] = {
     },
     "profiles": ["fifo", "tiresias"],
 }
+_FROM_STATE: dict[str, Any] = {
+    "snapshot": {
+        "cluster_id": "demo",
+        "now": 5000.0,
+        "nodes": [
+            {"id": "n0", "gpu_type": "V100", "gpus": 8},
+            {"id": "n1", "gpu_type": "V100", "gpus": 8},
+        ],
+        "jobs": [
+            {
+                "id": "running",
+                "state": "running",
+                "workers": 4,
+                "submit_time": 1000.0,
+                "placement": [{"node_id": "n0", "gpu_indices": [0, 1, 2, 3]}],
+                "estimated_duration_s": 3600.0,
+                "total_work": 100.0,
+                "work_done": 50.0,
+            },
+            {"id": "waiting", "workers": 16, "submit_time": 4000.0, "estimated_duration_s": 600.0},
+        ],
+    },
+    "arrivals": [{"job_id": "next", "submit_time_s": 30, "num_gpus": 2, "duration_s": 60}],
+    "profiles": ["fifo", "tiresias"],
+}
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "trace": {"summary": "A small trace on a cluster spec", "value": _EXAMPLE},
+    "snapshot": {
+        "summary": "The cluster's state now and the jobs to come",
+        "value": _FROM_STATE,
+    },
+}
 
 
 @router.post(
     "/simulate",
     name="create_simulation",
-    summary="What-if: replay a small trace on a cluster under one or more profiles",
+    summary="What-if: replay a small trace, or go on from the cluster's state, per profile",
     description=(
         "Runs the trace-driven simulator (the engine decisions use) on the given rows and "
-        "cluster spec, once per profile on the same jobs and seed, and answers each "
-        "profile's metrics, as `arbiter simulate --json` does. Runs in worker processes, "
-        "never in the way of decisions; bounded by ARBITER_SIMULATE_MAX_JOBS rows, "
+        "cluster spec, or from a snapshot of the cluster now (its running jobs keep their "
+        "GPUs) with the jobs to come as `arrivals`, once per profile on the same jobs and "
+        "seed, and answers each profile's metrics, as `arbiter simulate --json` does. "
+        "Runs in worker processes, never in the way of decisions; bounded by "
+        "ARBITER_SIMULATE_MAX_JOBS rows (snapshot jobs and arrivals), "
         "ARBITER_SIMULATE_MAX_PROFILES profiles and ARBITER_SIMULATE_TIMEOUT_S seconds "
         "(a 422 names the limit)."
     ),
@@ -56,7 +90,7 @@ _EXAMPLE: dict[str, Any] = {
             "content": {
                 "application/json": {
                     "schema": {"$ref": "#/components/schemas/SimulateRequest"},
-                    "example": _EXAMPLE,
+                    "examples": EXAMPLES,
                 }
             },
         }

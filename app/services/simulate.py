@@ -1,7 +1,8 @@
 """POST /v1/simulate: a what-if run of the simulator under one or more profiles.
 
-The request carries a small trace (rows of the shared trace schema), a cluster spec
-(the schema of `shared/clusters`), the profiles and the workload options of
+The request carries a small trace (rows of the shared trace schema) and a cluster spec
+(the schema of `shared/clusters`), or a snapshot of the cluster now and the jobs still to
+come (trace rows, :mod:`simulator.state`), with the profiles and the workload options of
 `arbiter simulate`; the answer is the simulator's metrics per profile, the same JSON
 as `arbiter simulate --json`. The run is the simulator's own
 (:func:`simulator.runner.simulate`) through the same engine as decisions.
@@ -9,9 +10,10 @@ as `arbiter simulate --json`. The run is the simulator's own
 Simulations are CPU-bound and may take seconds, so they run in a pool of worker
 processes (`ARBITER_SIMULATE_PROCESSES`), never on the event loop or the decision
 threads: a decision never waits behind one. Each is bounded: at most
-`ARBITER_SIMULATE_MAX_JOBS` trace rows and `ARBITER_SIMULATE_MAX_PROFILES` profiles
-(more is a 422 naming the limit), and `ARBITER_SIMULATE_TIMEOUT_S` seconds of run
-time (a run past it stops and is a 422 naming the limit).
+`ARBITER_SIMULATE_MAX_JOBS` trace rows (or snapshot jobs and arrivals) and
+`ARBITER_SIMULATE_MAX_PROFILES` profiles (more is a 422 naming the limit), and
+`ARBITER_SIMULATE_TIMEOUT_S` seconds of run time (a run past it stops and is a 422
+naming the limit).
 """
 
 from __future__ import annotations
@@ -19,18 +21,22 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import InvalidRequestError, NotFoundError, UnavailableError
-from app.schemas import SimulateRequest
-from app.services.decisions import parse_body
+import orjson
+
+from app.errors import InvalidRequestError, NotFoundError, UnavailableError, invalid_request
+from app.schemas import SimulateRequest, SimulateSnapshot, TraceRow
+from app.services.decisions import decode_body, parse_body
 from policies.decision import Decision
-from policies.model import Problem, Snapshot
+from policies.model import Problem, Snapshot, snapshot_problems
 from policies.profiles import Profile
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
+from simulator.state import StartState, StateError, start_state
 from simulator.traces import TraceError, TraceJob, trace_from_rows
 from simulator.workload import WorkloadError, WorkloadOptions
 
@@ -50,8 +56,56 @@ class SimulationTimeout(RuntimeError):
     """A run past its time limit (raised inside the worker process)."""
 
 
+def _rows(rows: Sequence[TraceRow], name: str) -> list[TraceJob]:
+    return trace_from_rows([row.model_dump(exclude_none=True) for row in rows], name)
+
+
 def _trace(request: SimulateRequest) -> list[TraceJob]:
-    return trace_from_rows([row.model_dump(exclude_none=True) for row in request.trace])
+    return _rows(request.trace or [], "trace")
+
+
+def _snapshot(raw: dict[str, Any] | None) -> Snapshot:
+    """A request's snapshot, decoded and checked as a decision's: a 422 lists every
+    field-level and cross-field problem at its path."""
+    snapshot = decode_body(orjson.dumps({"snapshot": raw}), SimulateSnapshot).snapshot
+    problems = snapshot_problems(snapshot)
+    if problems:
+        raise invalid_request(
+            [Problem(path=f"snapshot.{p.path}", message=p.message) for p in problems]
+        )
+    return snapshot
+
+
+def _parse(body: bytes) -> SimulateRequest:
+    """The request; a 422 lists the problems of its snapshot too, beside the others."""
+    try:
+        return parse_body(body, SimulateRequest)
+    except InvalidRequestError as error:
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise error from None
+        raw = document.get("snapshot") if isinstance(document, dict) else None
+        if not isinstance(raw, dict):
+            raise
+        try:
+            _snapshot(raw)
+        except InvalidRequestError as found:
+            raise invalid_request([*error.problems, *found.problems]) from error
+        raise
+
+
+def _start(request: SimulateRequest, snapshot: Snapshot) -> StartState:
+    return start_state(
+        snapshot, _rows(request.arrivals, "arrivals"), _workload(request), request.seed
+    )
+
+
+def _job_count(request: SimulateRequest) -> int:
+    if request.snapshot is None:
+        return len(request.trace or [])
+    jobs = request.snapshot.get("jobs")
+    return (len(jobs) if isinstance(jobs, list) else 0) + len(request.arrivals)
 
 
 def _workload(request: SimulateRequest) -> WorkloadOptions:
@@ -80,10 +134,9 @@ def run_simulation(
     from simulator.deciders import EngineDecider  # noqa: PLC0415
     from simulator.inference import InferenceOptions  # noqa: PLC0415
     from simulator.report import results_json  # noqa: PLC0415
-    from simulator.runner import RunConfig, simulate  # noqa: PLC0415
+    from simulator.runner import RunConfig, simulate, simulate_jobs  # noqa: PLC0415
 
     parsed = SimulateRequest.model_validate(request)
-    trace = _trace(parsed)
     config = RunConfig(
         seed=parsed.seed,
         perf_mode=parsed.perf_model,
@@ -117,19 +170,56 @@ def run_simulation(
             return self.engine.reclaim(snapshot, request, seed)
 
     try:
-        runs = simulate(
-            trace,
-            parsed.cluster,
-            parsed.profiles,
-            config,
-            decider_for=TimedDecider,
-            on_progress=on_progress,
-        )
+        if parsed.snapshot is None:
+            assert parsed.cluster is not None  # the service checked the form
+            runs = simulate(
+                _trace(parsed),
+                parsed.cluster,
+                parsed.profiles,
+                config,
+                decider_for=TimedDecider,
+                on_progress=on_progress,
+            )
+        else:
+            start = _start(parsed, _snapshot(parsed.snapshot))
+            runs = simulate_jobs(
+                start.jobs,
+                start.cluster,
+                parsed.profiles,
+                config,
+                initial_placements=start.placements,
+                decider_for=TimedDecider,
+                on_progress=on_progress,
+            )
     except SimulationTimeout:
         return {"timeout": finished}
     except SimulationError as error:
         return {"invalid": ["trace", f"the simulation cannot go on: {error}"]}
     return results_json([(run.profile, run.result) for run in runs])
+
+
+def _check_form(request: SimulateRequest) -> None:
+    """Either a trace on a cluster, or a snapshot and its arrivals: a 422 names the field."""
+    problems = []
+    if request.snapshot is None:
+        either = "required, with `cluster` (or give a `snapshot`)"
+        if request.trace is None:
+            problems.append(Problem(path="trace", message=either))
+        if request.cluster is None:
+            problems.append(Problem(path="cluster", message="required, with `trace`"))
+        if request.arrivals:
+            problems.append(Problem(path="arrivals", message="only with a `snapshot`"))
+    else:
+        for name in ("trace", "cluster"):
+            if getattr(request, name) is not None:
+                problems.append(
+                    Problem(
+                        path=name,
+                        message="not with a `snapshot` (its jobs to come are `arrivals`)",
+                    )
+                )
+    if problems:
+        raise invalid_request(problems)
 
 
 class SimulateService:
@@ -165,16 +255,18 @@ class SimulateService:
 
     def check(self, body: bytes) -> SimulateRequest:
         """The request, or a 422 (404 for an unknown profile) before any worker is busy."""
-        request = parse_body(body, SimulateRequest)
+        request = _parse(body)
+        _check_form(request)
         limits = self.limits
         problems = []
-        if len(request.trace) > limits.max_jobs:
+        jobs = _job_count(request)
+        if jobs > limits.max_jobs:
+            what = "rows" if request.snapshot is None else "jobs and arrivals"
             problems.append(
                 Problem(
-                    path="trace",
+                    path="trace" if request.snapshot is None else "snapshot.jobs",
                     message=(
-                        f"{len(request.trace):,} rows; at most {limits.max_jobs:,} "
-                        "(ARBITER_SIMULATE_MAX_JOBS)"
+                        f"{jobs:,} {what}; at most {limits.max_jobs:,} (ARBITER_SIMULATE_MAX_JOBS)"
                     ),
                 )
             )
@@ -199,8 +291,9 @@ class SimulateService:
             raise NotFoundError(f"unknown profile {unknown[0]!r}; known: {known}")
         try:
             _trace(request)
+            _rows(request.arrivals, "arrivals")
         except TraceError as error:
-            path = f"trace[{error.line}].{error.field}"
+            path = f"{error.path}[{error.line}].{error.field}"
             raise InvalidRequestError(
                 str(error), [Problem(path=path, message=str(error))]
             ) from error
@@ -210,6 +303,13 @@ class SimulateService:
             raise InvalidRequestError(
                 str(error), [Problem(path="workload", message=str(error))]
             ) from error
+        if request.snapshot is not None:
+            try:
+                _start(request, _snapshot(request.snapshot))
+            except StateError as error:
+                raise invalid_request(
+                    [Problem(path=path, message=message) for path, message in error.problems]
+                ) from error
         return request
 
     async def simulate(self, body: bytes) -> dict[str, Any]:
@@ -239,9 +339,14 @@ class SimulateService:
             raise InvalidRequestError(
                 f"the simulation ran past {self.limits.timeout_s:g} s "
                 f"(ARBITER_SIMULATE_TIMEOUT_S) after {answer['timeout']} of "
-                f"{len(request.trace) * len(request.profiles)} job runs; send fewer jobs or "
+                f"{_job_count(request) * len(request.profiles)} job runs; send fewer jobs or "
                 "profiles",
-                [Problem(path="trace", message="over ARBITER_SIMULATE_TIMEOUT_S")],
+                [
+                    Problem(
+                        path="trace" if request.snapshot is None else "snapshot",
+                        message="over ARBITER_SIMULATE_TIMEOUT_S",
+                    )
+                ],
             )
         if "invalid" in answer:
             path, message = answer["invalid"]

@@ -170,18 +170,18 @@ def test_every_public_endpoint_through_the_generated_client(
         202,
     )
     assert accepted.accepted == 1
-    simulated = ok(
-        module("api.simulate.create_simulation").sync_detailed(
-            client=client,
-            body=models.SimulateRequest.from_dict(
-                server[1]["paths"]["/v1/simulate"]["post"]["requestBody"]["content"][
-                    "application/json"
-                ]["example"]
+    simulate_examples = server[1]["paths"]["/v1/simulate"]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["examples"]
+    for form in ("trace", "snapshot"):  # a trace on a cluster; the cluster now and arrivals
+        simulated = ok(
+            module("api.simulate.create_simulation").sync_detailed(
+                client=client,
+                body=models.SimulateRequest.from_dict(simulate_examples[form]["value"]),
             ),
-        ),
-        models.SimulateResponse,
-    )
-    assert [r.profile for r in simulated.results] == ["fifo", "tiresias"]
+            models.SimulateResponse,
+        )
+        assert [r.profile for r in simulated.results] == ["fifo", "tiresias"]
     profiles = ok(module("api.catalog.list_profiles").sync_detailed(client=client), list)
     assert "tiresias" in {p.name for p in profiles}
     ok(module("api.catalog.get_profile").sync_detailed("fifo", client=client), models.ProfileOut)

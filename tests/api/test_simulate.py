@@ -9,15 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from policies.model import Snapshot, decode
 from simulator.cluster import cluster_from_json
 from simulator.paths import clusters_dir, traces_dir
-from simulator.runner import RunConfig, simulate
+from simulator.runner import RunConfig, simulate, simulate_jobs
+from simulator.state import start_state
 from simulator.traces import COLUMNS, read_trace, trace_from_rows
+from simulator.workload import WorkloadOptions
 
 CLUSTER: dict[str, Any] = {
     "name": "two-nodes",
@@ -201,3 +205,122 @@ def test_decisions_do_not_wait_behind_a_simulation(client: TestClient) -> None:
     assert outcome["status"] == 200
     assert decided, "the simulation ended before any decision was asked"
     assert set(decided) == {200}
+
+
+def state_snapshot() -> dict[str, Any]:
+    """Two nodes: `long` runs on n0 half done, `wide` waits for both nodes."""
+    return {
+        "cluster_id": "now",
+        "now": 5000.0,
+        "nodes": [
+            {"id": "n0", "gpu_type": "V100", "gpus": 4, "topology": {"rack": "r0"}},
+            {"id": "n1", "gpu_type": "V100", "gpus": 4, "topology": {"rack": "r0"}},
+        ],
+        "jobs": [
+            {
+                "id": "long",
+                "state": "running",
+                "workers": 4,
+                "submit_time": 1000.0,
+                "placement": [{"node_id": "n0", "gpu_indices": [0, 1, 2, 3]}],
+                "estimated_duration_s": 3600,
+                "total_work": 100,
+                "work_done": 50,
+            },
+            {"id": "wide", "workers": 8, "submit_time": 4000.0, "estimated_duration_s": 600},
+        ],
+    }
+
+
+ARRIVALS: list[dict[str, Any]] = [
+    {"job_id": "next", "submit_time_s": 30, "num_gpus": 2, "duration_s": 60},
+]
+
+
+def test_a_snapshot_and_its_arrivals_run_from_the_clusters_state(client: TestClient) -> None:
+    body = {"snapshot": state_snapshot(), "arrivals": ARRIVALS, "profiles": ["fifo", "sjf"]}
+    response = client.post("/v1/simulate", json=body)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    start = start_state(
+        decode(orjson.dumps(state_snapshot()), Snapshot),
+        trace_from_rows(ARRIVALS),
+        WorkloadOptions(),
+    )
+    expected = simulate_jobs(
+        start.jobs, start.cluster, ["fifo", "sjf"], RunConfig(), initial_placements=start.placements
+    )
+    timings = {"decision_ms_p50", "decision_ms_p99", "sim_wall_s", "decide_wall_s"}
+    timings |= {"jobs_per_s", "decisions_per_s"}
+    for got, run in zip(results, expected, strict=True):
+        assert {k: v for k, v in got.items() if k not in timings | {"profile"}} == {
+            k: v for k, v in run.result.metrics.items() if k not in timings
+        }
+        assert got["jobs"] == 3
+        assert got["jobs_completed"] == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "paths"),
+    [
+        ({"trace": ROWS, "cluster": CLUSTER, "snapshot": {}}, {"trace", "cluster"}),
+        ({}, {"trace", "cluster"}),
+        ({"trace": ROWS, "cluster": CLUSTER, "arrivals": ARRIVALS}, {"arrivals"}),
+        ({"snapshot": {"nodes": []}, "cluster": CLUSTER}, {"cluster"}),
+    ],
+)
+def test_a_request_takes_a_trace_on_a_cluster_or_a_snapshot_not_both(
+    client: TestClient, body: dict[str, Any], paths: set[str]
+) -> None:
+    response = client.post("/v1/simulate", json={**body, "profiles": ["fifo"]})
+
+    assert response.status_code == 422
+    assert {p["path"] for p in response.json()["problems"]} == paths
+
+
+def test_a_snapshot_job_without_an_estimate_is_a_422_naming_the_field(
+    client: TestClient,
+) -> None:
+    snapshot = state_snapshot()
+    del snapshot["jobs"][1]["estimated_duration_s"]
+
+    response = client.post("/v1/simulate", json={"snapshot": snapshot, "profiles": ["fifo"]})
+
+    assert response.status_code == 422
+    (problem,) = response.json()["problems"]
+    assert problem["path"] == "snapshot.jobs[1].estimated_duration_s"
+    assert "required to simulate" in problem["message"]
+
+
+def test_a_snapshot_lists_its_field_and_cross_field_problems_at_once(
+    client: TestClient,
+) -> None:
+    snapshot = state_snapshot()
+    snapshot["nodes"][1]["gpus"] = "four"
+    snapshot["jobs"][1]["id"] = "long"
+    body = {"snapshot": snapshot, "arrivals": [{**ARRIVALS[0], "num_gpus": 0}]}
+
+    response = client.post("/v1/simulate", json={**body, "profiles": ["fifo"]})
+
+    assert response.status_code == 422
+    paths = {p["path"] for p in response.json()["problems"]}
+    assert {"snapshot.nodes[1].gpus", "snapshot.jobs[1].id"} <= paths
+
+
+def test_an_arrival_with_a_snapshot_jobs_id_is_a_422(client: TestClient) -> None:
+    body = {"snapshot": state_snapshot(), "arrivals": [{**ARRIVALS[0], "job_id": "wide"}]}
+
+    response = client.post("/v1/simulate", json={**body, "profiles": ["fifo"]})
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "arrivals[0].job_id"
+
+
+def test_more_jobs_and_arrivals_than_the_limit_is_a_422_naming_it(tmp_path: Path) -> None:
+    body = {"snapshot": state_snapshot(), "arrivals": ARRIVALS, "profiles": ["fifo"]}
+    with TestClient(create_app(settings_for(tmp_path, simulate_max_jobs=2))) as small:
+        response = small.post("/v1/simulate", json=body)
+    assert response.status_code == 422
+    problem = response.json()["problems"][0]
+    assert problem["path"] == "snapshot.jobs"
+    assert "3 jobs and arrivals; at most 2 (ARBITER_SIMULATE_MAX_JOBS)" in problem["message"]
