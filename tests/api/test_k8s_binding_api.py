@@ -88,8 +88,7 @@ def test_bind_posts_the_pods_binding_to_the_kubernetes_api(binding: TestClient) 
     assert bind(binding, trainer, "gpu-0") == ""
 
     ((path, sent),) = _ApiServer.received
-    assert path == "/api/v1/namespaces/ml/bindings"  # the Binding resource of the pod's namespace
-    assert sent["kind"] == "Binding"
+    assert path == "/api/v1/namespaces/ml/bindings"  # the namespace's Binding resource
     assert sent["target"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"}
     assert sent["metadata"]["name"] == "trainer"
 
