@@ -223,6 +223,9 @@ def test_admin_endpoints_through_the_generated_client(
     versions = module("api.admin.list_model_versions").sync_detailed(client=client)
     assert versions.status_code == 200
     assert isinstance(versions.parsed, list)
+    trainers = module("api.admin.list_trainers").sync_detailed(client=client)
+    assert trainers.status_code == 200
+    assert "dl2" in {t.name for t in trainers.parsed}
     missing = module("api.admin.get_retrain").sync_detailed("no-such-job", client=client)
     assert missing.status_code == 404
     assert isinstance(missing.parsed, models.ErrorOut)
