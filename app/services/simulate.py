@@ -50,6 +50,9 @@ class SimulateLimits:
 
 
 _BACKSTOP_GRACE_S = 10.0
+_COLD_START_GRACE_S = 120.0
+"""More backstop for the call that starts the pool: spawning a worker and importing the
+engine (torch included) is not the simulation, and takes a busy host tens of seconds."""
 
 
 class SimulationTimeout(RuntimeError):
@@ -144,6 +147,13 @@ def run_simulation(
         sim=SimOptions(round_period_s=parsed.round_period_s),
         inference=InferenceOptions(loan_idle=parsed.loan_idle),
     )
+    # Every profile's engine is built before the clock starts: building one imports the
+    # policies (torch for the learned ones), which on a cold or busy worker takes seconds
+    # that are start-up, not simulation.
+    # One fresh engine per run (an engine keeps its policies' state), in run order.
+    engines: dict[str, list[EngineDecider]] = {}
+    for name in parsed.profiles:
+        engines.setdefault(name, []).append(EngineDecider(Profile.model_validate(profiles[name])))
     deadline = time.monotonic() + timeout_s
     finished = 0
 
@@ -159,7 +169,7 @@ def run_simulation(
         every decision, so a run that decides without finishing jobs stops too."""
 
         def __init__(self, name: str) -> None:
-            self.engine = EngineDecider(Profile.model_validate(profiles[name]))
+            self.engine = engines[name].pop(0)
 
         def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
             if time.monotonic() > deadline:
@@ -317,15 +327,14 @@ class SimulateService:
         payload = request.model_dump(mode="json")
         profiles = {name: self.profiles[name].model_dump(mode="json") for name in request.profiles}
         loop = asyncio.get_running_loop()
+        grace = _BACKSTOP_GRACE_S + (_COLD_START_GRACE_S if self._pool is None else 0.0)
         future = loop.run_in_executor(
             self._executor(), run_simulation, payload, profiles, self.limits.timeout_s
         )
         try:
             # The run stops itself at its deadline; this is the backstop for one that
             # cannot (a single decision longer than the limit): its worker is stopped.
-            answer: dict[str, Any] = await asyncio.wait_for(
-                future, self.limits.timeout_s + _BACKSTOP_GRACE_S
-            )
+            answer: dict[str, Any] = await asyncio.wait_for(future, self.limits.timeout_s + grace)
         except TimeoutError:
             self._stop_workers()
             answer = {"timeout": 0}
