@@ -1,12 +1,13 @@
 """`arbiter dispatch-simulate`: dispatch scenarios under profiles, in process or over HTTP.
 
     arbiter dispatch-simulate --scenario heavy-mixed --profile relmas --profile edf \
-        [--seeds 3] [--seed 0] [--json] [--out DIR] [--via-http URL]
+        [--seeds 3] [--seed 0] [--json] [--out DIR] [--via-http URL [--report-outcomes]]
 
 Prints a Markdown table (one row per scenario and profile, means over the seeds) or,
 with `--json`, exactly one JSON object `{"results": [{"scenario", "profile", <metrics>},
 …]}` (per seed under `"runs"`); `--out DIR` also writes `report.md`, `results.json` and
-a plot of SLA satisfaction over load. `--via-http URL` sends every snapshot to a running
+three plots: SLA satisfaction over load, per tenant, and each sub-accelerator's
+utilisation. `--via-http URL` sends every snapshot to a running
 service (`POST /v1/dispatch`) instead of calling the policies in process: the same
 policy code either way, and the same results.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from simulator.accelerator.costs import load_costs
 from simulator.accelerator.dispatchers import Dispatcher, HttpDispatcher, InProcessDispatcher
-from simulator.accelerator.report import mean_over_seeds, metrics, plot_sla_over_load, table
+from simulator.accelerator.report import mean_over_seeds, metrics, table, write_plots
 from simulator.accelerator.system import run_episode
 from simulator.accelerator.workload import arrivals, scenarios
 
@@ -47,8 +48,17 @@ def add_dispatch_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds", type=int, default=1, help="Seeds per scenario (seed, seed+1, …)."
     )
     parser.add_argument("--json", action="store_true", help="One JSON object on stdout.")
-    parser.add_argument("--out", type=Path, help="Write report.md, results.json and a plot here.")
+    parser.add_argument("--out", type=Path, help="Write report.md, results.json, plots.")
     parser.add_argument("--via-http", metavar="URL", help="Ask a running service instead.")
+    parser.add_argument(
+        "--report-outcomes",
+        action="store_true",
+        help=(
+            "With --via-http: after each episode, POST its requests' outcomes to /v1/feedback "
+            "(`inference` events, latency and SLA met), as a caller would; each episode is "
+            "its own system, SCENARIO/PROFILE/seedN. RELMAS's retraining learns from them."
+        ),
+    )
 
 
 def simulate(
@@ -59,11 +69,13 @@ def simulate(
     via_http: str | None = None,
     dispatcher_for: Callable[[str], Dispatcher] | None = None,
     max_requests: int | None = None,
+    report_outcomes: bool = False,
 ) -> list[dict[str, Any]]:
     """Mean metrics per (scenario, profile) over `seeds`, each with its per-seed `runs`.
 
     `dispatcher_for(profile)` overrides who answers (tests pass a service's client);
-    `max_requests` keeps only each episode's first arrivals (tests)."""
+    `max_requests` keeps only each episode's first arrivals (tests); `report_outcomes`
+    posts each episode's outcomes to the service's `/v1/feedback` (over HTTP only)."""
     table_ = scenarios()
     costs = load_costs()
     out = []
@@ -80,7 +92,12 @@ def simulate(
             for seed in seeds:
                 started = time.perf_counter()
                 work = arrivals(scenario, costs, seed)[:max_requests]
-                result = run_episode(scenario, costs, work, dispatcher)
+                system_id = f"{name}/{profile}/seed{seed}" if report_outcomes else None
+                result = run_episode(scenario, costs, work, dispatcher, system_id=system_id)
+                if system_id is not None:
+                    if not isinstance(dispatcher, HttpDispatcher):
+                        raise ValueError("outcomes are reported to a service: use --via-http")
+                    dispatcher.report(result, system_id)
                 row = {"scenario": name, "profile": profile, "seed": seed, **metrics(result)}
                 row["sim_wall_s"] = time.perf_counter() - started
 
@@ -98,7 +115,12 @@ def simulate(
 def run_dispatch_simulate(args: argparse.Namespace) -> int:
     names = args.scenario or sorted(scenarios())
     seeds = list(range(args.seed, args.seed + args.seeds))
-    results = simulate(names, args.profile, seeds, via_http=args.via_http)
+    if args.report_outcomes and args.via_http is None:
+        print("--report-outcomes needs --via-http URL (the service to report to)", file=sys.stderr)
+        return 2
+    results = simulate(
+        names, args.profile, seeds, via_http=args.via_http, report_outcomes=args.report_outcomes
+    )
     if args.json:
         print(json.dumps({"results": results}))
     else:
@@ -107,11 +129,11 @@ def run_dispatch_simulate(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps({"results": results}, indent=1))
         loads = {n: s.load for n, s in scenarios().items()}
-        plot = plot_sla_over_load(results, loads, args.out)
+        plots = write_plots(results, loads, args.out)
+        figures = "".join(f"![{caption}]({path.name})\n\n" for caption, path in plots.items())
         (args.out / "report.md").write_text(
             f"# Dispatch simulation\n\nSeeds {seeds}; decisions from "
-            f"{args.via_http or 'the policies in process'}.\n\n{table(results)}\n\n"
-            f"![SLA satisfaction over load]({plot.name})\n"
+            f"{args.via_http or 'the policies in process'}.\n\n{table(results)}\n\n" + figures
         )
         print(f"report in {args.out}", file=sys.stderr)
     return 0

@@ -8,7 +8,7 @@ the service builds them; over HTTP, `POST {URL}/v1/dispatch` with `{"profile",
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import orjson
@@ -19,6 +19,9 @@ from policies.learned.models import ModelProvider
 from policies.model import decode, encode
 from policies.profiles import load_profiles
 from policies.registry import build_registry
+
+if TYPE_CHECKING:
+    from simulator.accelerator.system import RunResult
 
 
 class Dispatcher(Protocol):
@@ -88,6 +91,38 @@ class HttpDispatcher:
         except ValueError as error:
             raise DispatchServiceError(f"POST {self.url}: not a dispatch: {error}") from error
 
+    def report(self, result: RunResult, system_id: str) -> int:
+        """POST the episode's outcomes to `/v1/feedback` as a caller would; how many were new."""
+        events = outcome_events(result, system_id)
+        url = self.url.removesuffix("/v1/dispatch") + "/v1/feedback"
+        accepted = 0
+        for start in range(0, len(events), 10_000):
+            response = self.client.post(url, json={"events": events[start : start + 10_000]})
+            if response.status_code != 202:
+                raise DispatchServiceError(
+                    f"POST {url} answered {response.status_code}: {response.text[:500]}"
+                )
+            accepted += int(response.json()["accepted"])
+        return accepted
+
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
+
+
+def outcome_events(result: RunResult, system_id: str) -> list[dict[str, Any]]:
+    """One `inference` feedback event per finished request of the episode: its latency and
+    whether it met its SLA, at the time it finished (event ids `system/request`)."""
+    return [
+        {
+            "kind": "inference",
+            "event_id": f"{system_id}/{r.id}",
+            "cluster_id": system_id,
+            "request_id": r.id,
+            "latency_ms": (r.finished - r.arrival) * 1000.0,
+            "sla_met": r.met,
+            "occurred_at": r.finished,
+        }
+        for r in result.requests
+        if r.finished is not None
+    ]

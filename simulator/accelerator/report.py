@@ -125,3 +125,78 @@ def plot_sla_over_load(
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def _grouped_bars(
+    rows: Sequence[Mapping[str, Any]],
+    value: str,
+    ylabel: str,
+    title: str,
+    out: Path,
+) -> Path:
+    """One panel per scenario; in each, one group of bars per profile, one bar per key of
+    the nested metric `value` (tenants, sub-accelerators)."""
+    import matplotlib  # noqa: PLC0415 - heavy; only when a plot is asked for
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    scenarios_ = list(dict.fromkeys(str(r["scenario"]) for r in rows))
+    keys = sorted({k for r in rows for k in r[value]})
+    columns = min(3, len(scenarios_))
+    lines = -(-len(scenarios_) // columns)
+    figure, grid = plt.subplots(
+        lines, columns, figsize=(4.2 * columns, 3.2 * lines), squeeze=False, sharey=True
+    )
+    width = 0.8 / max(1, len(keys))
+    for index, name in enumerate(scenarios_):
+        axes = grid[index // columns][index % columns]
+        mine = [r for r in rows if r["scenario"] == name]
+        positions = np.arange(len(mine))
+        for k, key in enumerate(keys):
+            axes.bar(
+                positions + (k - (len(keys) - 1) / 2) * width,
+                [r[value].get(key, 0.0) for r in mine],
+                width,
+                label=key,
+            )
+        axes.set_xticks(positions, [str(r["profile"]) for r in mine], rotation=45, fontsize=7)
+        axes.set_title(name, fontsize=9)
+        axes.set_ylim(0, 1.02)
+        if index % columns == 0:
+            axes.set_ylabel(ylabel)
+    for index in range(len(scenarios_), lines * columns):
+        grid[index // columns][index % columns].axis("off")
+    grid[0][0].legend(fontsize=7, title=title, title_fontsize=7)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def plot_sla_by_tenant(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """Each tenant's SLA satisfaction, per scenario and profile."""
+    return _grouped_bars(
+        rows, "sla_by_tenant", "SLA satisfaction", "tenant", out / "sla_by_tenant.png"
+    )
+
+
+def plot_utilization(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """Each sub-accelerator's utilisation (busy share of the makespan), per scenario and
+    profile."""
+    return _grouped_bars(
+        rows, "utilization", "utilisation", "sub-accelerator", out / "utilization.png"
+    )
+
+
+def write_plots(
+    rows: Sequence[Mapping[str, Any]], loads: Mapping[str, float], out: Path
+) -> dict[str, Path]:
+    """The report's three plots under `out`, by caption."""
+    out.mkdir(parents=True, exist_ok=True)
+    return {
+        "SLA satisfaction over load": plot_sla_over_load(rows, loads, out),
+        "SLA satisfaction per tenant": plot_sla_by_tenant(rows, out),
+        "Utilisation of each sub-accelerator": plot_utilization(rows, out),
+    }

@@ -89,8 +89,11 @@ def run_episode(
     dispatcher: Dispatcher,
     *,
     keep_snapshots: int = 0,
+    system_id: str | None = None,
 ) -> RunResult:
-    """Serve `arrivals` on the scenario's system with `dispatcher`; every request to its end."""
+    """Serve `arrivals` on the scenario's system with `dispatcher`; every request to its end.
+
+    Snapshots name the system `system_id` (default: the scenario's name)."""
     accelerators = [
         SubAccelerator(id=f"{style}{i}", style=style)
         for i, style in enumerate(scenario.accelerators)
@@ -171,7 +174,7 @@ def run_episode(
         if not any(r is None for r in running.values()) or len(in_flight) == len(pending):
             continue
         snapshot = DispatchSnapshot(
-            system_id=scenario.name,
+            system_id=system_id or scenario.name,
             now=now,
             dram_bandwidth_gbps=budget,
             accelerators=tuple(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.accelerator.costs import LARGE_MODELS, MODELS, SMALL_MODELS, STYLES, CostTable
+from simulator.accelerator.costs import LARGE_MODELS, MODELS, SMALL_MODELS, CostTable
 from simulator.paths import perf_dir
 
 
@@ -112,7 +112,7 @@ def qps_shape(path: Path | None = None) -> tuple[float, ...]:
 
 
 def mean_isolated_s(scenario: Scenario, costs: CostTable) -> float:
-    styles = frozenset(scenario.accelerators) & frozenset(STYLES)
+    styles = frozenset(scenario.accelerators)
     total = 0.0
     for tenant in scenario.tenants:
         each = [costs.isolated_best_s(m, styles) for m in tenant.models]

@@ -152,5 +152,7 @@ def test_dispatch_simulate_prints_one_json_object_with_the_metrics(
     assert set(row["sla_by_tenant"]) == {"interactive", "standard", "batch"}
     assert set(row["utilization"]) == {"ws0", "ws1", "os2", "rs3"}
     assert row["energy_per_request_mj"] > 0
-    assert (tmp_path / "report.md").exists()
-    assert (tmp_path / "sla_over_load.png").exists()
+    report = (tmp_path / "report.md").read_text()
+    for plot in ("sla_over_load.png", "sla_by_tenant.png", "utilization.png"):
+        assert (tmp_path / plot).stat().st_size > 0
+        assert f"]({plot})" in report
