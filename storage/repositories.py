@@ -159,6 +159,56 @@ class DecisionRepository:
             if SCHEDULING_STAGES.issuperset(row.stages):
                 yield row.snapshot, row.decision
 
+    def dispatches_with_outcomes(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        profile: str | None = None,
+        limit: int = 20_000,
+        *,
+        page_size: int = 200,
+        exclude_callers: Sequence[str] = (),
+        max_outcomes: int = 1_000_000,
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """``(snapshot, decision)`` JSON of the window's dispatch answers, oldest first, each
+        decision with ``outcomes``: the ``inference`` feedback of its requests, by request id.
+
+        An outcome belongs to a request of the same system (feedback ``cluster_id`` =
+        snapshot ``system_id``) and id; where a caller reuses ids, to the earliest event
+        that occurred at or after the request's arrival (caller's clock; an event without
+        ``occurred_at`` matches any). Events are read from ``since`` on with no upper
+        bound: outcomes arrive after the decisions they follow. Scheduling decisions share
+        the table and are skipped (after ``limit``, which counts every row of the window).
+        """
+        events = (
+            select(FeedbackEvent.cluster_id, FeedbackEvent.occurred_at, FeedbackEvent.payload)
+            .where(FeedbackEvent.kind == "inference")
+            .order_by(FeedbackEvent.received_at, FeedbackEvent.event_id)
+            .limit(max_outcomes)
+        )
+        if since is not None:
+            events = events.where(FeedbackEvent.received_at >= since)
+        outcomes: dict[tuple[str, str], list[tuple[float | None, dict[str, Any]]]] = {}
+        for cluster_id, occurred_at, payload in self._session.execute(events):
+            request_id = payload.get("request_id") if isinstance(payload, dict) else None
+            if isinstance(request_id, str):
+                outcomes.setdefault((cluster_id, request_id), []).append((occurred_at, payload))
+        query = select(Decision.snapshot, Decision.decision, Decision.stages)
+        query = _window(query, since, until, profile, exclude_callers)
+        query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
+        result = self._session.execute(query.execution_options(yield_per=page_size))
+        for snapshot, decision, stages in result:
+            if stages != ["dispatch"]:
+                continue
+            system = snapshot.get("system_id", "default")
+            joined: dict[str, dict[str, Any]] = {}
+            for request in snapshot.get("requests", ()):
+                for occurred_at, payload in outcomes.get((system, request["id"]), ()):
+                    if occurred_at is None or occurred_at >= request["arrival"]:
+                        joined[request["id"]] = payload
+                        break
+            yield snapshot, {**decision, "outcomes": joined}
+
 
 class FeedbackRepository:
     def __init__(self, session: Session) -> None:

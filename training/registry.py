@@ -41,6 +41,16 @@ Start = Literal["incumbent", "scratch"]
 Record = tuple[Mapping[str, Any], Mapping[str, Any]]
 """One logged decision: (snapshot, decision), as the decision log stores them."""
 
+LoggedSource = Literal["decisions", "dispatches"]
+
+
+def logged_source(trainer: object) -> LoggedSource:
+    """Which logged records a trainer's `records` are: `decisions` (the scheduling decisions,
+    the default), or `dispatches` (the dispatch answers, each decision with the `outcomes`
+    of its requests: `storage.repositories.DecisionRepository.dispatches_with_outcomes`),
+    as the trainer's class attribute `logged` says."""
+    return "dispatches" if getattr(trainer, "logged", None) == "dispatches" else "decisions"
+
 
 class TrainingError(ValueError):
     """The inputs cannot give a candidate (nothing to learn from, no episode to judge on).

@@ -55,12 +55,14 @@ from storage.repositories import (
 )
 from training.registry import (
     Incumbent,
+    LoggedSource,
     Record,
     Trainer,
     Trainers,
     TrainingBudget,
     TrainingError,
     UnknownTrainerError,
+    logged_source,
 )
 from training.registry import trainers as all_trainers
 
@@ -381,9 +383,17 @@ def _incumbent(session: Session, trainer: Trainer) -> Incumbent:
     return Incumbent(version=trainer.shipped_version(), weights=None)
 
 
-def _records(sessions: sessionmaker[Session], request: RetrainRequest) -> Iterator[Record]:
+def _records(
+    sessions: sessionmaker[Session], request: RetrainRequest, source: LoggedSource = "decisions"
+) -> Iterator[Record]:
     with sessions() as session:
-        yield from DecisionRepository(session).snapshots_and_decisions(
+        repository = DecisionRepository(session)
+        read = (
+            repository.dispatches_with_outcomes
+            if source == "dispatches"
+            else repository.snapshots_and_decisions
+        )
+        yield from read(
             request.window.since,
             request.window.until,
             request.profile,
@@ -435,7 +445,7 @@ def run_retrain_job(
         with sessions() as session:
             incumbent = _incumbent(session, trainer)
         candidate = trainer.train(
-            _records(sessions, request),
+            _records(sessions, request, logged_source(trainer)),
             incumbent,
             budget,
             seed=request.seed,

@@ -18,6 +18,8 @@ from fastapi.testclient import TestClient
 from rq import Queue
 
 from app.main import create_app
+from simulator.accelerator.cli import simulate
+from simulator.accelerator.dispatchers import HttpDispatcher
 from tests.api.retrain_helpers import AUTH, TINY_BUDGET, finished_job, log_decisions
 from tests.api.test_retrain_on_postgres_and_redis import _run_worker, _settings
 from training.registry import trainers
@@ -79,6 +81,16 @@ def test_a_tiny_retrain_of_each_learned_policy_runs_end_to_end(  # noqa: PLR0917
     )
     with TestClient(create_app(settings)) as client:
         log_decisions(client, "drf")
+        if policy == "relmas":  # what RELMAS learns from: dispatches and their outcomes
+            simulate(
+                ["heavy-mixed"],
+                ["edf"],
+                [0],
+                dispatcher_for=lambda name: HttpDispatcher("", name, client=client),
+                max_requests=8,
+                report_outcomes=True,
+            )
+            assert client.app.state.decision_log.flush(timeout_s=30.0)  # type: ignore[attr-defined]
         response = client.post(
             "/admin/retrain",
             json={"policy": policy, "budget": TINY_BUDGETS[policy], "activate": "always"},
@@ -96,3 +108,6 @@ def test_a_tiny_retrain_of_each_learned_policy_runs_end_to_end(  # noqa: PLR0917
     assert job["params"]["budget"]["updates"] == 1
     assert [(m["version"], m["active"]) for m in models] == [(job["version"], True)]
     assert models[0]["metadata"]["budget"] == job["params"]["budget"]
+    if policy == "relmas":
+        assert job["metrics"]["workload"] == "logged"
+        assert job["metrics"]["logged_outcomes"] == 8

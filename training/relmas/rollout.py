@@ -7,7 +7,7 @@ round's candidate pairs, features and picks for the trainer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -22,7 +22,7 @@ from policies.protocols import NoParams
 from simulator.accelerator.costs import CostTable
 from simulator.accelerator.dispatchers import PolicyDispatcher
 from simulator.accelerator.system import RunResult, run_episode
-from simulator.accelerator.workload import Scenario, arrivals
+from simulator.accelerator.workload import Arrival, Scenario, arrivals
 
 Scorer = Callable[[DispatchView, Round], np.ndarray]
 
@@ -114,10 +114,13 @@ def play(
     seed: int,
     policy: RecordingPolicy,
     max_requests: int | None = None,
+    *,
+    work: Sequence[Arrival] | None = None,
 ) -> Episode:
-    """One episode of `scenario` (its first `max_requests` arrivals when given)."""
+    """One episode of `scenario` (its first `max_requests` arrivals when given): arrivals
+    drawn for `seed`, or `work` (a logged replay) when given."""
     policy.rounds = []
     dispatcher = PolicyDispatcher(policy.name, policy)
-    work = arrivals(scenario, costs, seed)[:max_requests]
+    work = list(work if work is not None else arrivals(scenario, costs, seed))[:max_requests]
     result = run_episode(scenario, costs, work, dispatcher)
     return Episode(result=result, rounds=policy.rounds)
