@@ -155,7 +155,7 @@ def section(rows: list[dict[str, Any]], seeds: list[int], wall_s: float, cpu_s: 
         "policy, distilled. Runs are deterministic but for one thing: a RELMAS round over "
         "its latency budget (50 ms; a loaded machine's stall) is answered by EDF, as it "
         "would be when served, so reruns on a busy machine can differ slightly "
-        "(`heavy-mixed` from 0.807 to 0.815 in three runs of this script; the table's "
+        "(`heavy-mixed` from 0.807 to 0.818 in four runs of this script; the table's "
         "last column counts those rounds).",
         "",
         "![SLA satisfaction over load](img/relmas_sla_over_load.png)",
