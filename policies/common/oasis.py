@@ -336,11 +336,16 @@ def model_job(job: Job, utility: Utility, implied: bool, params: OasisParams) ->
 
 def _fitting(free: FloatArray, demand: FloatArray, cap: int) -> IntArray:
     """How many units of `demand` fit in `free` (last axis: resources), at most `cap`."""
-    needed = demand > 0
-    if not needed.any():
+    needed = np.flatnonzero(demand > 0)
+    if not len(needed):
         return np.full(free.shape[:-1], cap, dtype=np.int64)
-    fits = np.floor(free[..., needed] / demand[needed] + _EPS).min(axis=-1)
-    clipped: IntArray = np.clip(fits, 0, cap).astype(np.int64)
+    if len(needed) == 1:
+        # One resource (a GPU-only worker): the same figure without a copy and a min.
+        k = int(needed[0])
+        fits = np.floor(free[..., k] / demand[k] + _EPS)
+    else:
+        fits = np.floor(free[..., needed] / demand[needed] + _EPS).min(axis=-1)
+    clipped: IntArray = np.minimum(np.maximum(fits, 0), cap).astype(np.int64)
     return clipped
 
 
@@ -481,6 +486,13 @@ class Market:
         self.floor, self.ceiling = bounds
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
         self.prices = np.zeros_like(self.used)
+        # Slot costs are computed slot by slot from that slot's prices and use alone, so
+        # a job shape's table stays valid in every slot no commit has touched since:
+        # `_touched[t]` counts the commits that changed slot t, and `_tables` keeps, per
+        # job shape and block, the table and the counts it was computed at.
+        self._touched = np.zeros(params.horizon_slots, dtype=np.int64)
+        self._commits = 0
+        self._tables: dict[tuple[object, ...], tuple[IntArray, SlotCosts]] = {}
 
     @classmethod
     def build(
@@ -585,10 +597,54 @@ class Market:
         self.prices[slots, servers] = price(
             self.used[slots, servers], self.capacity[servers], self.floor, self.ceiling
         )
+        self._commits += 1
+        self._touched[slots] = self._commits
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
         """Cheapest layout of each of the job's worker counts in slots `[start, stop)`.
+
+        The same as :meth:`layouts` on those slots, but a job of the same shape (worker
+        and parameter-server demands, worker counts, GPU memory) asked for the same block
+        earlier in this decision reuses that table, recomputing only the slots a commit
+        has touched since: each slot's layouts depend on that slot alone.
+        """
+        key = (
+            model.counts.tobytes(),
+            model.ps.tobytes(),
+            model.worker_demand.tobytes(),
+            model.ps_demand.tobytes(),
+            model.job.gpu_memory_gb,
+            start,
+            stop,
+        )
+        touched = self._touched[start:stop].copy()
+        cached = self._tables.get(key)
+        if cached is None:
+            table = self.layouts(model, np.arange(start, stop))
+        else:
+            seen, table = cached
+            stale = np.flatnonzero(seen != touched)
+            if len(stale) == len(touched):
+                table = self.layouts(model, np.arange(start, stop))
+            elif len(stale):
+                fresh = self.layouts(model, stale + start)
+                table = SlotCosts(
+                    cost=table.cost.copy(),
+                    nodes=table.nodes.copy(),
+                    workers=table.workers.copy(),
+                    ps=None if table.ps is None else table.ps.copy(),
+                )
+                table.cost[stale] = fresh.cost
+                table.nodes[stale] = fresh.nodes
+                table.workers[stale] = fresh.workers
+                if table.ps is not None and fresh.ps is not None:
+                    table.ps[stale] = fresh.ps
+        self._tables[key] = (touched, table)
+        return table
+
+    def layouts(self, model: JobModel, slots: IntArray) -> SlotCosts:
+        """Cheapest layout of each of the job's worker counts in each of `slots`.
 
         Workers go, one server at a time, to the server where a worker costs least at
         the current prices, as many as fit there; the parameter servers then go the same
@@ -599,8 +655,8 @@ class Market:
         workers touch at most y servers), so the search keeps those candidates and works
         on small arrays for all the slots of the block at once.
         """
-        prices = self.prices[start:stop]
-        free = np.maximum(self.capacity[None] - self.used[start:stop], 0.0)
+        prices = self.prices[slots]
+        free = np.maximum(self.capacity[None] - self.used[slots], 0.0)
         blocks = prices.shape[0]
         counts, ps = model.counts, model.ps
         most_workers, most_ps = int(counts[-1]), int(ps.max())
@@ -618,20 +674,31 @@ class Market:
             # Workers may take CPUs or memory of a cheap PS host: keep spares.
             ps_candidates = _cheapest(np.where(ps_fit > 0, ps_cost, np.inf), most_ps + most_workers)
             candidates = np.concatenate([candidates, ps_candidates], axis=1)
-        candidates = np.sort(candidates, axis=1)
-        duplicate = np.zeros(candidates.shape, dtype=bool)
-        duplicate[:, 1:] = candidates[:, 1:] == candidates[:, :-1]
-
-        cand_fit = np.where(duplicate, 0, fit[rows, candidates])
+            candidates = np.sort(candidates, axis=1)
+            duplicate = np.zeros(candidates.shape, dtype=bool)
+            duplicate[:, 1:] = candidates[:, 1:] == candidates[:, :-1]
+            cand_fit = np.where(duplicate, 0, fit[rows, candidates])
+        else:
+            # Workers only: the candidates are distinct servers, none is a duplicate.
+            if candidates.shape[1] > 1:
+                candidates = np.sort(candidates, axis=1)
+            cand_fit = fit[rows, candidates]
         cand_cost = worker_cost[rows, candidates]
-        order = np.argsort(np.where(cand_fit > 0, cand_cost, np.inf), axis=1, kind="stable")
-        nodes = np.take_along_axis(candidates, order, axis=1)
-        cand_fit = np.take_along_axis(cand_fit, order, axis=1)
-        cand_cost = np.where(cand_fit > 0, np.take_along_axis(cand_cost, order, axis=1), 0.0)
-        duplicate = np.take_along_axis(duplicate, order, axis=1)
+        if candidates.shape[1] > 1:
+            order = np.argsort(np.where(cand_fit > 0, cand_cost, np.inf), axis=1, kind="stable")
+            nodes = candidates[rows, order]
+            cand_fit = cand_fit[rows, order]
+            cand_cost = cand_cost[rows, order]
+            if locate_ps:
+                duplicate = duplicate[rows, order]
+        else:
+            nodes = candidates
+        cand_cost = np.where(cand_fit > 0, cand_cost, 0.0)
 
         before = np.cumsum(cand_fit, axis=1) - cand_fit  # workers fitting on cheaper servers
-        workers = np.clip(counts[None, :, None] - before[:, None, :], 0, cand_fit[:, None, :])
+        workers = np.minimum(
+            np.maximum(counts[None, :, None] - before[:, None, :], 0), cand_fit[:, None, :]
+        )
         cost = (workers * cand_cost[:, None, :]).sum(axis=2)
         fits = cand_fit.sum(axis=1)[:, None] >= counts[None, :]
         on_each: IntArray | None = None
