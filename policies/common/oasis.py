@@ -839,6 +839,66 @@ class _Programme:
         return runs
 
 
+class _OneCount:
+    """The programme of :class:`_Programme` for a job that accepts one worker count only.
+
+    The same recurrence, the same sums in the same order and the same choice among
+    equal costs, on the states that can be reached: a job with one count that has
+    started runs every slot until done, so after slot t the work done is 0, all of
+    it, or the units of one run of consecutive slots ending at t (one state per
+    start). A short job has a handful of them, where the vector form pays for all
+    `total + 1`.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.mid: list[tuple[int, float]] = []  # (units done, least cost), 0 < units < total
+        self.top = math.inf  # least cost of being done
+        # Per slot: the states before it (0, the runs, all done), whether finishing in it
+        # beats having finished earlier, and its units.
+        self.history: list[tuple[list[tuple[int, float]], bool, int]] = []
+
+    def step(self, units: int, cost: float) -> float:
+        """Advance one slot that does `units` at `cost` (inf: it cannot run); the least
+        cost of being done by its end."""
+        top = self.total
+        states = [(0, 0.0), *self.mid, (top, self.top)]
+        if not math.isfinite(cost):
+            self.history.append((states, False, units))
+            self.mid = []
+            return self.top
+        lowest = max(0, top - units)
+        tail = min((v for d, v in states if d >= lowest), default=math.inf)
+        finish = tail + cost
+        better = finish < self.top
+        self.history.append((states, better, units))
+        mid = [(units, 0.0 + cost)] if units < top else []
+        mid.extend((d + units, v + cost) for d, v in self.mid if d + units < top)
+        self.mid = mid
+        if better:
+            self.top = finish
+        return self.top
+
+    def backtrack(self, last: int) -> dict[int, int]:
+        """Slots run (count index 0) by the cheapest way to be done by slot `last`."""
+        runs: dict[int, int] = {}
+        top = done = self.total
+        for t in range(last, -1, -1):
+            states, better, units = self.history[t]
+            if done == 0 or (done == top and not better):
+                continue
+            runs[t] = 0
+            if done == top:
+                # The first state of least cost among those a slot's work finishes.
+                lowest, least = max(0, top - units), math.inf
+                for d, v in states:
+                    if d >= lowest and v < least:
+                        done, least = d, v
+            else:
+                done -= units
+        return runs
+
+
 def _blocks(horizon: int) -> list[tuple[int, int]]:
     """Slot ranges whose layouts are computed together: 8, 16, 32, … slots.
 
@@ -885,20 +945,31 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     submit = model.job.submit_time
     floor_cost = least_cost(market, model)
 
-    programme = _Programme(total, (first_units, full_units))
+    single = len(counts) == 1
+    programme = _Programme(total, (first_units, full_units)) if not single else None
+    one = _OneCount(total) if single else None
+    first_whole = int(first_units[0]), int(full_units[0])
     tables: list[tuple[int, SlotCosts]] = []
-    best_payoff, best_t = -np.inf, -1
+    best_payoff, best_t = -math.inf, -1
     stopped_by_value = False
     for start, stop in _blocks(market.horizon):
-        tables.append((start, market.slot_costs(model, start, stop)))
+        table = market.slot_costs(model, start, stop)
+        tables.append((start, table))
+        # A slot's cost of each count: inf where that count does no whole unit of work;
+        # the current slot is paid pro rata.
+        costs = np.where(full_units > 0, table.cost, np.inf)
+        if start == 0:
+            costs[0] = np.where(first_units > 0, table.cost[0] * market.first_fraction, np.inf)
+        column = costs[:, 0].tolist() if single else []
         for t in range(start, stop):
-            variant = 0 if t == 0 else 1
-            units = first_units if t == 0 else full_units
-            share = market.first_fraction if t == 0 else 1.0
-            cost = np.where(units > 0, tables[-1][1].cost[t - start] * share, np.inf)
-            finished = programme.step(variant, units, cost)
+            if one is not None:
+                finished = one.step(first_whole[t > 0], column[t - start])
+            else:
+                assert programme is not None
+                units = first_units if t == 0 else full_units
+                finished = programme.step(0 if t == 0 else 1, units, costs[t - start])
             value = model.utility.value_at(market.slot_end(t) - submit)
-            if np.isfinite(finished) and value - finished > best_payoff:
+            if math.isfinite(finished) and value - finished > best_payoff:
                 best_payoff, best_t = value - finished, t
             if value - floor_cost <= max(best_payoff, 0.0):
                 # Utility never grows and no schedule costs less than the floor prices:
@@ -917,7 +988,11 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 f"price of its work ({floor_cost:.4g}) before it could finish"
             )
         return Search(None, reason)
-    runs = programme.backtrack(best_t)
+    if one is not None:
+        runs = one.backtrack(best_t)
+    else:
+        assert programme is not None
+        runs = programme.backtrack(best_t)
     slots = []
     for t, option in sorted(runs.items()):
         first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)

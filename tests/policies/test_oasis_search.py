@@ -1,0 +1,100 @@
+"""OASiS's schedule search: its faster forms give exactly what the plain forms give.
+
+The search (Bao, Peng, Wu, Li, INFOCOM 2018, §IV) reuses a job shape's slot-cost
+table within a decision and runs a job that accepts one worker count through a
+programme on its reachable states only. Both must be exact: the same numbers, the
+same layouts, the same choice among equal costs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.common.oasis import (
+    Market,
+    OasisParams,
+    OasisState,
+    _OneCount,
+    _Programme,
+    job_utility,
+    model_job,
+    search_schedule,
+)
+from tests.policies.builders import job, node, snap
+
+SLOT = 600.0
+
+costs = st.one_of(
+    st.sampled_from([0.5, 1.0, 2.0, 3.0, math.inf]),
+    st.floats(min_value=0.0, max_value=10.0, allow_nan=False),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    total=st.integers(min_value=1, max_value=40),
+    first=st.integers(min_value=0, max_value=12),
+    whole=st.integers(min_value=1, max_value=12),
+    slot_costs=st.lists(costs, min_size=1, max_size=14),
+)
+def test_one_count_programme_matches_the_vector_programme(
+    total: int, first: int, whole: int, slot_costs: list[float]
+) -> None:
+    vector = _Programme(total, (np.array([first]), np.array([whole])))
+    reachable = _OneCount(total)
+    for t, drawn in enumerate(slot_costs):
+        units = first if t == 0 else whole
+        cost = drawn if units > 0 else math.inf
+        expected = vector.step(0 if t == 0 else 1, np.array([units]), np.array([cost]))
+        assert reachable.step(units, cost) == expected
+        if math.isfinite(expected):
+            assert reachable.backtrack(t) == vector.backtrack(t)
+
+
+def test_reused_slot_cost_tables_equal_fresh_ones_after_every_commit() -> None:
+    params = OasisParams(slot_s=SLOT, horizon_slots=12)
+    nodes = [node(f"n{i}", gpus=4, cpus=16, memory_gb=64) for i in range(5)]
+    nodes.append(node("cpu", gpus=0, cpus=32, memory_gb=128))
+    jobs = [
+        job(
+            f"j{i}",
+            admitted=False,
+            submit_time=float(i),
+            workers=1 + i % 3,
+            max_workers=(1 + i % 3) if i % 2 else 4,
+            estimated_duration_s=SLOT * (1 + i % 4),
+            cpus_per_worker=2.0 * (i % 2),
+            ps=1 if i % 3 == 0 else 0,
+            ps_cpus=4.0,
+        )
+        for i in range(30)
+    ]
+    snapshot = snap(nodes, jobs, now=SLOT / 3)
+    market = Market.build(
+        snapshot, params, OasisState(slot_s=SLOT), (np.full(3, 1e-3), np.full(3, 0.5))
+    )
+    calls = committed = 0
+    for one in jobs:
+        utility, implied = job_utility(one, params)
+        assert utility is not None
+        model = model_job(one, utility, implied, params)
+        for start, stop in ((0, 8), (8, 12)):
+            calls += 1
+            table = market.slot_costs(model, start, stop)
+            fresh = market.layouts(model, np.arange(start, stop))
+            assert np.array_equal(table.cost, fresh.cost)
+            assert np.array_equal(table.nodes, fresh.nodes)
+            assert np.array_equal(table.workers, fresh.workers)
+            assert (table.ps is None) == (fresh.ps is None)
+            if table.ps is not None and fresh.ps is not None:
+                assert np.array_equal(table.ps, fresh.ps)
+        best = search_schedule(market, model).best
+        if best is not None and best.payoff > 0:
+            market.commit(model, best)
+            committed += 1
+    assert committed > 5, "the cluster fills up over the round"
+    assert len(market._tables) < calls, "later jobs find tables of their shape"
