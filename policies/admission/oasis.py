@@ -42,6 +42,7 @@ from policies.common.oasis import (
     OasisState,
     Plan,
     Schedule,
+    dump_plan,
     dump_state,
     estimate_bounds,
     job_utility,
@@ -107,7 +108,7 @@ class OasisAdmission:
                         job_id=job.id,
                         verdict=Verdict.ADMIT,
                         reason="OASiS: already committed in an earlier round; keeps its schedule",
-                        details={**bounds, "plan": committed.model_dump(mode="json")},
+                        details={**bounds, "plan": dump_plan(committed)},
                     )
                 )
                 continue
@@ -185,7 +186,7 @@ class OasisAdmission:
                 + (f" and {counted(first.ps, 'parameter server')}" if first.ps else "")
                 + f"; binding resource {binding}"
             ),
-            details={**bounds, **numbers, "plan": plan.model_dump(mode="json")},
+            details={**bounds, **numbers, "plan": dump_plan(plan)},
         )
 
     def commit(self, ctx: Context, decision: Decision) -> JsonValue:

@@ -230,11 +230,33 @@ def dump_state(state: OasisState) -> JsonValue:
     return dumped
 
 
+# Plans this process dumped into a verdict, by the identity of the dumped value: the
+# scaling stage and the commit read each admitted job's plan back from the verdict, and
+# validating it again costs more than the schedule search saves. Entries hold the dumped
+# value itself, so its id cannot be reused while cached; the cache is emptied whenever it
+# reaches `_DUMPED_MAX` (a few decisions' worth), so it stays small.
+_DUMPED: dict[int, tuple[JsonValue, Plan]] = {}
+_DUMPED_MAX = 2048
+
+
+def dump_plan(plan: Plan) -> JsonValue:
+    """`plan` as JSON, for a verdict's details; :func:`plan_from_details` reads it back."""
+    dumped: JsonValue = plan.model_dump(mode="json")
+    if len(_DUMPED) >= _DUMPED_MAX:
+        _DUMPED.clear()
+    _DUMPED[id(dumped)] = (dumped, plan)
+    return dumped
+
+
 def plan_from_details(details: Mapping[str, JsonValue]) -> Plan | None:
     """The plan an OASiS admission put in its verdict's details, if any."""
     raw = details.get("plan")
     if raw is None:
         return None
+    known = _DUMPED.get(id(raw))
+    if known is not None and known[0] is raw:
+        # The very value :func:`dump_plan` made from this plan (plans are frozen).
+        return known[1]
     try:
         return Plan.model_validate(raw)
     except ValidationError:
@@ -486,6 +508,9 @@ class Market:
         self.floor, self.ceiling = bounds
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
         self.prices = np.zeros_like(self.used)
+        # What is left of each resource, kept with `used` (load, commit).
+        self.free = np.maximum(self.capacity[None] - self.used, 0.0)
+        self._too_small: dict[float, npt.NDArray[np.bool_] | None] = {}
         # Slot costs are computed slot by slot from that slot's prices and use alone, so
         # a job shape's table stays valid in every slot no commit has touched since:
         # `_touched[t]` counts the commits that changed slot t, and `_tables` keeps, per
@@ -559,6 +584,7 @@ class Market:
                     left = remaining_at_request_s(job, self.params)
                 ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
                 self._add_assignments(1, ends, job.placement, job.gpus_per_worker, dw)
+        self.free = np.maximum(self.capacity[None] - self.used, 0.0)
 
     def _add_assignments(
         self, start: int, stop: int, placement: Iterable[Assignment], gpw: int, dw: FloatArray
@@ -594,9 +620,11 @@ class Market:
         slots, servers, workers, ps = (np.array(column) for column in zip(*cells, strict=True))
         held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
         np.add.at(self.used, (slots, servers), held)
+        now_used = self.used[slots, servers]
         self.prices[slots, servers] = price(
-            self.used[slots, servers], self.capacity[servers], self.floor, self.ceiling
+            now_used, self.capacity[servers], self.floor, self.ceiling
         )
+        self.free[slots, servers] = np.maximum(self.capacity[servers] - now_used, 0.0)
         self._commits += 1
         self._touched[slots] = self._commits
 
@@ -621,12 +649,12 @@ class Market:
         touched = self._touched[start:stop].copy()
         cached = self._tables.get(key)
         if cached is None:
-            table = self.layouts(model, np.arange(start, stop))
+            table = self.layouts(model, slice(start, stop))
         else:
             seen, table = cached
             stale = np.flatnonzero(seen != touched)
             if len(stale) == len(touched):
-                table = self.layouts(model, np.arange(start, stop))
+                table = self.layouts(model, slice(start, stop))
             elif len(stale):
                 fresh = self.layouts(model, stale + start)
                 table = SlotCosts(
@@ -643,7 +671,7 @@ class Market:
         self._tables[key] = (touched, table)
         return table
 
-    def layouts(self, model: JobModel, slots: IntArray) -> SlotCosts:
+    def layouts(self, model: JobModel, slots: IntArray | slice) -> SlotCosts:
         """Cheapest layout of each of the job's worker counts in each of `slots`.
 
         Workers go, one server at a time, to the server where a worker costs least at
@@ -656,7 +684,7 @@ class Market:
         on small arrays for all the slots of the block at once.
         """
         prices = self.prices[slots]
-        free = np.maximum(self.capacity[None] - self.used[slots], 0.0)
+        free = self.free[slots]
         blocks = prices.shape[0]
         counts, ps = model.counts, model.ps
         most_workers, most_ps = int(counts[-1]), int(ps.max())
@@ -665,7 +693,9 @@ class Market:
 
         worker_cost = prices @ dw  # (B, S)
         fit = _fitting(free, dw, most_workers)
-        fit[:, self.gpu_memory < model.job.gpu_memory_gb] = 0
+        too_small = self._too_small_for(model.job.gpu_memory_gb)
+        if too_small is not None:
+            fit[:, too_small] = 0
         candidates = _cheapest(np.where(fit > 0, worker_cost, np.inf), most_workers)
         locate_ps = most_ps > 0 and bool((dps > 0).any())
         if locate_ps:
@@ -718,6 +748,13 @@ class Market:
         return SlotCosts(
             cost=np.where(fits, cost, np.inf), nodes=nodes, workers=workers, ps=on_each
         )
+
+    def _too_small_for(self, gpu_memory_gb: float) -> npt.NDArray[np.bool_] | None:
+        """Servers whose GPUs have too little memory for the job (None: none)."""
+        if gpu_memory_gb not in self._too_small:
+            mask = self.gpu_memory < gpu_memory_gb
+            self._too_small[gpu_memory_gb] = mask if mask.any() else None
+        return self._too_small[gpu_memory_gb]
 
     def binding_resource(self, model: JobModel) -> str:
         """The resource that leaves room for the fewest of the job's workers over the horizon."""
