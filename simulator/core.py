@@ -59,6 +59,7 @@ from policies.model import (
     InferenceLoad,
     Job,
     JobState,
+    Node,
     Pool,
     ScalingRule,
     Snapshot,
@@ -388,9 +389,11 @@ class Simulation:
         snapshot = self._pending_snapshot
         if snapshot is None:
             raise SimulationError("no decision is pending: call reset() first, or the run is over")
-        problems = check_decision(snapshot, decision)
-        if problems:
-            raise InvalidDecisionError(problems)
+        known = _Holdings(self._owner, self._running)
+        if not decision_is_valid(snapshot, decision, known):
+            problems = check_decision(snapshot, decision)
+            if problems:
+                raise InvalidDecisionError(problems)
         self._pending_snapshot = None
         self._apply(snapshot, decision)
         self._record()
@@ -721,18 +724,7 @@ class Simulation:
         )
 
     def _view(self, job: _SimJob) -> Job:
-        if job.state == _RUNNING:
-            job.sync(self.now)
-            return replace_struct(
-                job.base,
-                state=_STATE_RUNNING,
-                admitted=True,
-                placement=job.placement,
-                ps=job.ps_alloc if job.spec.ps else 0,
-                work_done=job.work_done,
-                attained_service_gpu_s=job.attained,
-                executed_time_s=job.executed,
-            )
+        """The view of a job that holds no GPUs, kept until its state changes."""
         if job.view is None:
             if job.first_start is None and not job.admitted:
                 job.view = job.base
@@ -747,6 +739,58 @@ class Simulation:
                 )
         return job.view
 
+    def _views(self) -> tuple[Job, ...]:
+        """Every active job's view, in arrival order: what `_view` gives, in one pass.
+
+        Waiting jobs reuse the view they keep until their state changes. A running job's
+        service and progress move with the clock, so its view is new every round: the
+        previous one with those three numbers replaced (its placement and allocation
+        are fixed while it runs; `_hold` drops the view when they change). `_SimJob.sync`
+        is inlined, step for step, so the numbers are exactly those it computes.
+        """
+        now = self.now
+        out: list[Job] = []
+        append = out.append
+        for job in self._active.values():
+            if job.state != _RUNNING:
+                view = job.view
+                append(view if view is not None else self._view(job))
+                continue
+            last = job.last_t
+            dt = now - last
+            if dt > 0:
+                job.attained += job.gpus_held * dt
+                job.executed += dt
+                restart_until = job.restart_until
+                productive = now - (last if last >= restart_until else restart_until)
+                if productive > 0:
+                    done = job.work_done + job.rate * productive
+                    duration = job.spec.duration_s
+                    job.work_done = duration if duration <= done else done
+                job.last_t = now
+            view = job.view
+            if view is None:
+                view = replace_struct(
+                    job.base,
+                    state=_STATE_RUNNING,
+                    admitted=True,
+                    placement=job.placement,
+                    ps=job.ps_alloc if job.spec.ps else 0,
+                    work_done=job.work_done,
+                    attained_service_gpu_s=job.attained,
+                    executed_time_s=job.executed,
+                )
+            else:
+                view = replace_struct(
+                    view,
+                    work_done=job.work_done,
+                    attained_service_gpu_s=job.attained,
+                    executed_time_s=job.executed,
+                )
+            job.view = view
+            append(view)
+        return tuple(out)
+
     def _snapshot(self) -> Snapshot:
         if self.demand is not None:
             self._inference_load = InferenceLoad(
@@ -757,7 +801,7 @@ class Simulation:
             cluster_id=self.cluster_id,
             now=self.now,
             nodes=self._nodes,
-            jobs=tuple(self._view(j) for j in self._active.values()),
+            jobs=self._views(),
             tenants=self._tenants,
             inference=self._inference_load,
         )
@@ -787,23 +831,29 @@ class Simulation:
                 job.admitted = True
                 job.view = None
                 changed = True
-        scaled_ps = {r.job_id: r.ps for r in decision.scaling}
-        targets = {p.job_id: p.assignments for p in decision.placement}
+        scaled_ps: dict[str, int] | None = None  # built when a job with servers needs it
         for note in decision.preemptions:
             self._preempt(self._active[note.job_id])
             changed = True
         moving: list[tuple[_SimJob, tuple[Assignment, ...], int]] = []
-        for job_id, assignments in targets.items():
-            job = self._active[job_id]
-            ps = scaled_ps.get(job_id, job.spec.ps) if job.spec.ps else 0
+        active = self._active
+        for target in decision.placement:
+            job = active[target.job_id]
+            assignments = target.assignments
+            ps = 0
+            if job.spec.ps:
+                if scaled_ps is None:
+                    scaled_ps = {r.job_id: r.ps for r in decision.scaling}
+                ps = scaled_ps.get(target.job_id, job.spec.ps)
             if job.state == _RUNNING:
-                if _same_gpus(job.placement, assignments) and ps == job.ps_alloc:
+                # Kept jobs come back with their very placement object: the common case.
+                if (
+                    job.placement is assignments or _same_gpus(job.placement, assignments)
+                ) and ps == job.ps_alloc:
                     continue
                 job.sync(self.now)
                 self._release(job)
-                moving.append((job, assignments, ps))
-            else:
-                moving.append((job, assignments, ps))
+            moving.append((job, assignments, ps))
         for job, assignments, ps in moving:
             self._hold(job, assignments, ps)
             changed = True
@@ -977,6 +1027,121 @@ def _same_gpus(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:
     return {(x.node_id, g) for x in a for g in x.gpu_indices} == {
         (x.node_id, g) for x in b for g in x.gpu_indices
     }
+
+
+@dataclass(frozen=True)
+class _Holdings:
+    """What the simulator knows of the snapshot it built: who holds each GPU, how many run.
+
+    `gpus` maps `(node id, GPU index)` to the running job holding it, exactly the
+    placements of the snapshot's running jobs; `running` counts those jobs.
+    """
+
+    gpus: dict[tuple[str, int], str]
+    running: int
+
+
+def decision_is_valid(snapshot: Snapshot, decision: Decision, known: _Holdings) -> bool:
+    """True only if :func:`check_decision` finds nothing wrong; False when unsure.
+
+    The simulator's round-by-round check, proportional to what the decision changes
+    rather than to the jobs running: a running job handed back its very placement
+    object (the engine keeps placements that way) is not looked at again unless a
+    node it may use has closed, and a GPU a changed placement takes is looked up in
+    the simulator's own map of holders. Anything unusual answers False, and the
+    caller then runs :func:`check_decision` for the problems (or for an empty list).
+    """
+    if decision.now != snapshot.now:
+        return False
+    jobs = snapshot.jobs_by_id
+    running_state = _STATE_RUNNING
+    newly: dict[str, bool] = {}
+    for verdict in decision.admission:
+        job = jobs.get(verdict.job_id)
+        if job is None or job.state is not _STATE_PENDING or job.admitted:
+            return False
+        if verdict.verdict is _REJECT:
+            newly[verdict.job_id] = False  # placing a rejected job is a problem
+        else:
+            newly[verdict.job_id] = verdict.admitted
+    entries = decision.placement
+    placed = {e.job_id for e in entries}
+    if len(placed) != len(entries):
+        return False
+    found: Job | None = None
+    changed = [
+        e
+        for e in entries
+        if (found := jobs.get(e.job_id)) is None
+        or found.state is not running_state
+        or found.placement is not e.assignments
+    ]
+    open_nodes = _open_nodes(snapshot)
+    if len(open_nodes) != len(snapshot.nodes):
+        closed = {n.id for n in snapshot.nodes} - open_nodes
+        if any(node_id in closed for node_id, _ in known.gpus):
+            return False  # a running job on a closed node: let the full check say who
+    nodes = snapshot.nodes_by_id
+    moved: set[str] = set()
+    used: dict[tuple[str, int], str] = {}
+    placed_running = len(entries)
+    for entry in changed:
+        job = jobs.get(entry.job_id)
+        if job is None:
+            return False
+        if job.state is running_state:
+            if _unchanged(entry.assignments, job.placement):
+                continue  # kept, with an equal placement object
+            moved.add(job.id)
+        else:
+            placed_running -= 1
+            if job.state is _STATE_PENDING and not job.admitted and not newly.get(job.id, False):
+                return False
+    for entry in changed:
+        job = jobs[entry.job_id]
+        if job.id not in moved and job.state is running_state:
+            continue
+        gpus = 0
+        for a in entry.assignments:
+            node = nodes.get(a.node_id)
+            if node is None or a.node_id not in open_nodes:
+                return False
+            for g in a.gpu_indices:
+                if not 0 <= g < node.gpus or (a.node_id, g) in used:
+                    return False
+                holder = known.gpus.get((a.node_id, g))
+                if holder is not None and holder in placed and holder not in moved:
+                    return False  # a kept job holds it
+                used[(a.node_id, g)] = job.id
+                gpus += 1
+        if gpus == 0 or gpus % job.gpus_per_worker:
+            return False
+        if not job.accepts_workers(gpus // job.gpus_per_worker):
+            return False
+    preempted: set[str] = set()
+    for note in decision.preemptions:
+        job = jobs.get(note.job_id)
+        if job is None or job.state is not running_state or note.job_id in placed:
+            return False
+        preempted.add(note.job_id)
+    return placed_running + len(preempted) == known.running
+
+
+_OPEN_NODES: dict[int, tuple[tuple[Node, ...], frozenset[str]]] = {}
+
+
+def _open_nodes(snapshot: Snapshot) -> frozenset[str]:
+    """Nodes open to training, computed once per node tuple (the simulator reuses its own)."""
+    nodes = snapshot.nodes
+    hit = _OPEN_NODES.get(id(nodes))
+    if hit is not None and hit[0] is nodes:
+        return hit[1]
+    training = Pool.TRAINING
+    found = frozenset(n.id for n in nodes if n.healthy and (n.pool is training or n.loaned))
+    if len(_OPEN_NODES) >= 8:
+        _OPEN_NODES.clear()
+    _OPEN_NODES[id(nodes)] = (nodes, found)
+    return found
 
 
 def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
