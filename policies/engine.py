@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -276,10 +277,16 @@ class _Round:
         # GPUs each running job holds, summed once: the allocation reads them many times.
         self.held_gpus: dict[str, int] = {}
         running = JobState.RUNNING
+        held_gpus = self.held_gpus
         for job in snapshot.jobs:
             if job.state is running:
-                gpus = job.placed_gpus
-                self.held_gpus[job.id] = gpus
+                # `Job.placed_gpus`, inlined: this runs for every running job of every round.
+                placement = job.placement
+                if len(placement) == 1:
+                    gpus = len(placement[0].gpu_indices)
+                else:
+                    gpus = sum(len(a.gpu_indices) for a in placement)
+                held_gpus[job.id] = gpus
                 held[job.tenant] = held.get(job.tenant, 0) + gpus
         self.budget = budget
         self.spent: BudgetExceeded | None = None
@@ -386,8 +393,10 @@ class _Round:
     # -- stages -----------------------------------------------------------------------------------
     def run(self, decision_id: str) -> Decision:
         jobs = self.snapshot.jobs
+        # Enum members bound once: these comprehensions visit every job of every round.
+        pending_state = JobState.PENDING
         to_judge = sorted(
-            (j for j in jobs if j.state is JobState.PENDING and not j.admitted),
+            (j for j in jobs if j.state is pending_state and not j.admitted),
             key=lambda j: j.submit_time,
         )
         verdicts = self._admission(to_judge)
@@ -407,7 +416,7 @@ class _Round:
         schedulable = [
             j
             for j in jobs
-            if j.state is not JobState.PENDING or j.admitted or verdict_of[j.id].admitted
+            if j.state is not pending_state or j.admitted or verdict_of[j.id].admitted
         ]
         for r in verdicts:
             if r.verdict is Verdict.REJECT:
@@ -441,6 +450,7 @@ class _Round:
             for r in verdicts
             if r.verdict is Verdict.DEFER
         )
+        explained = self.explanations
         return Decision(
             decision_id=decision_id,
             cluster_id=self.snapshot.cluster_id,
@@ -454,7 +464,7 @@ class _Round:
             placement=placement,
             preemptions=preempted,
             pending=pending + deferred,
-            explanations=tuple(self.explanations[j.id] for j in jobs if j.id in self.explanations),
+            explanations=tuple(explained[i] for i in map(_job_id, jobs) if i in explained),
             fallback=self.fallback,
         )
 
@@ -520,6 +530,7 @@ class _Allocation:
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
         self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
+        self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
 
     def _quota_left(self, tenant: str) -> int | None:
         spec = self.snapshot.tenants_by_id.get(tenant)
@@ -533,9 +544,10 @@ class _Allocation:
         self.tenant_gpus[job.tenant] = self.tenant_gpus.get(job.tenant, 0) + gpus
 
     def run(self) -> tuple[tuple[PlacementEntry, ...], tuple[JobNote, ...], tuple[JobNote, ...]]:
-        running = [j for j in self.ordered if j.state is JobState.RUNNING]
+        running_state = JobState.RUNNING
+        running = [j for j in self.ordered if j.state is running_state]
         keep = self._running_to_keep(running)
-        kept = [job for job in running if job.id in keep]
+        kept = running if len(keep) == len(running) else [j for j in running if j.id in keep]
         self.free.take_held((job, job.placement) for job in kept)
         # What _hold does, for jobs whose GPUs were just counted: every decision holds
         # every running job, so this loop runs for most of the snapshot.
@@ -556,17 +568,7 @@ class _Allocation:
                 continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
-        self._explain_all()
-        details = self.details
-        placement = tuple(
-            PlacementEntry(job_id=job.id, assignments=self.placement[job.id])
-            if job.id not in details
-            else PlacementEntry(
-                job_id=job.id, assignments=self.placement[job.id], details=details[job.id]
-            )
-            for job in self.ordered
-            if job.id in self.placement
-        )
+        placement = self._explain_all()
         preempted = tuple(JobNote(job_id=i, reason=r) for i, r in self.preempted.items())
         pending = tuple(JobNote(job_id=i, reason=r) for i, r in self.pending.items())
         return placement, preempted, pending
@@ -576,19 +578,23 @@ class _Allocation:
         keep: set[str] = set()
         has_node = self.free.has_node
         targets = self.target
+        # A valid snapshot places jobs only on its own nodes: when training may use all of
+        # them, no running job can have lost one, and the per-job look is skipped.
+        may_lose = not all(has_node(n.id) for n in self.snapshot.nodes)
         for job in running:
-            lost = [a.node_id for a in job.placement if not has_node(a.node_id)]
-            target = targets.get(job.id)
+            job_id = job.id
+            lost = [a.node_id for a in job.placement if not has_node(a.node_id)] if may_lose else ()
+            target = targets.get(job_id)
             if lost:
-                self.preempted[job.id] = (
+                self.preempted[job_id] = (
                     f"node {lost[0]!r} is unhealthy or no longer available to training"
                 )
             elif target is not None and target.workers == 0:
-                self.preempted[job.id] = (
+                self.preempted[job_id] = (
                     f"scaling gave it no workers: {target.reason or 'no reason given'}"
                 )
             else:
-                keep.add(job.id)
+                keep.add(job_id)
         if not self.ordering.preemptive:
             return keep
         # Preemptive orderings: walk the order with the cluster's GPU budget; running
@@ -606,6 +612,8 @@ class _Allocation:
         preempted = self.preempted
         backfill = self.ordering.backfill
         running_state = JobState.RUNNING
+        # This walk covers every job of the order, the waiting ones included, each round:
+        # without quotas (the common case) the tenants' tallies are not needed.
         for job in self.ordered:
             job_id = job.id
             if job_id in selected or job_id in preempted:
@@ -615,24 +623,31 @@ class _Allocation:
             if workers == 0:
                 continue
             need = held[job_id] if job.state is running_state else workers * job.gpus_per_worker
-            used = tenant_budget.get(job.tenant, 0)
-            quota = quotas.get(job.tenant)
-            if quota is not None and used + need > quota:
-                continue
+            if quotas:
+                used = tenant_budget.get(job.tenant, 0)
+                quota = quotas.get(job.tenant)
+                if quota is not None and used + need > quota:
+                    continue
+                if need <= budget:
+                    tenant_budget[job.tenant] = used + need
             if need <= budget:
                 selected.add(job_id)
                 budget -= need
-                tenant_budget[job.tenant] = used + need
             elif not backfill:
                 break
         self.selected = selected
+        outside = keep - selected
+        if not outside:
+            return keep
+        # Counted only when a running job falls outside the run set (its reason says how
+        # many selected jobs come before it).
         selected_before: dict[str, int] = {}
         count = 0
         for job in self.ordered:
             selected_before[job.id] = count
             count += job.id in selected
         for job in running:
-            if job.id in keep and job.id not in selected:
+            if job.id in outside:
                 keep.discard(job.id)
                 self.preempted[job.id] = (
                     f"preempted for higher-priority jobs ({selected_before[job.id]} ahead in "
@@ -704,9 +719,15 @@ class _Allocation:
             self.pending[job.id] = never or f"scaling: {reason}"
             return blocked_by
         if blocked_by is not None:
-            self.pending[job.id] = (
-                never or f"waiting behind job {blocked_by!r} (strict order, no backfill)"
-            )
+            # Every job behind the blocker waits for the same reason: worded once.
+            behind = self._behind
+            if behind is None or behind[0] != blocked_by:
+                behind = (
+                    blocked_by,
+                    f"waiting behind job {blocked_by!r} (strict order, no backfill)",
+                )
+                self._behind = behind
+            self.pending[job.id] = never or behind[1]
             return blocked_by
         if self.selected is not None and job.id not in self.selected:
             self.pending[job.id] = never or (
@@ -766,39 +787,76 @@ class _Allocation:
 
         return self.rnd.call(self.rnd.placement, call)
 
-    def _explain_all(self) -> None:
+    def _explain_all(self) -> tuple[PlacementEntry, ...]:
+        """Explain every job of the order; return the placement entries, in that order.
+
+        One walk for both: it visits every job of every round, running ones included.
+        """
         explanations = self.rnd.explanations
         held = self.rnd.held_gpus
         preempted, pending, placement = self.preempted, self.pending, self.placement
+        details = self.details
+        entries: list[PlacementEntry] = []
         # Most jobs share a handful of reasons ("keeps running: 1 GPUs on 1 node"):
         # formatted once per decision, not once per job.
         wheres: dict[tuple[int, int], str] = {}
+        keeps: dict[tuple[int, int], str] = {}
+        running_state = JobState.RUNNING
+        was_preempted, is_pending, keeps_running = (
+            JobStatus.PREEMPTED,
+            JobStatus.PENDING,
+            JobStatus.RUNNING,
+        )
         for job in self.ordered:
             job_id = job.id
+            assignments = placement.get(job_id)
+            if assignments is not None:
+                extra = details.get(job_id)
+                entries.append(
+                    PlacementEntry(job_id=job_id, assignments=assignments)
+                    if extra is None
+                    else PlacementEntry(job_id=job_id, assignments=assignments, details=extra)
+                )
             if job_id in preempted:
-                status, reason = JobStatus.PREEMPTED, preempted[job_id]
+                status, reason = was_preempted, preempted[job_id]
             elif job_id in pending:
-                status, reason = JobStatus.PENDING, pending[job_id]
-            elif job_id in placement:
-                assignments = placement[job_id]
-                if len(assignments) == 1:
+                status, reason = is_pending, pending[job_id]
+            elif assignments is not None:
+                nodes = len(assignments)
+                if nodes == 1:
                     gpus = len(assignments[0].gpu_indices)
                 else:
                     gpus = sum(len(a.gpu_indices) for a in assignments)
-                nodes = len(assignments)
-                where = wheres.get((gpus, nodes))
-                if where is None:
-                    where = f"{counted(gpus, 'GPU')} on {nodes} node{'s' if nodes > 1 else ''}"
-                    wheres[(gpus, nodes)] = where
-                if job.state is not JobState.RUNNING:
-                    status, reason = JobStatus.STARTED, f"started: {where}"
-                elif gpus != held[job_id]:
-                    status, reason = JobStatus.RESIZED, f"resized from {held[job_id]} to {where}"
+                if job.state is running_state and gpus == held[job_id]:
+                    status = keeps_running
+                    found = keeps.get((gpus, nodes))
+                    if found is None:
+                        found = f"keeps running: {_where(wheres, gpus, nodes)}"
+                        keeps[(gpus, nodes)] = found
+                    reason = found
+                elif job.state is not running_state:
+                    status, reason = JobStatus.STARTED, f"started: {_where(wheres, gpus, nodes)}"
                 else:
-                    status, reason = JobStatus.RUNNING, f"keeps running: {where}"
+                    status, reason = (
+                        JobStatus.RESIZED,
+                        f"resized from {held[job_id]} to {_where(wheres, gpus, nodes)}",
+                    )
             else:
                 continue
             explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
+        return tuple(entries)
+
+
+def _where(known: dict[tuple[int, int], str], gpus: int, nodes: int) -> str:
+    """ "3 GPUs on 2 nodes", formatted once per decision for each count."""
+    where = known.get((gpus, nodes))
+    if where is None:
+        where = f"{counted(gpus, 'GPU')} on {nodes} node{'s' if nodes > 1 else ''}"
+        known[(gpus, nodes)] = where
+    return where
+
+
+_job_id = attrgetter("id")
 
 
 def _name(policy: object) -> str:

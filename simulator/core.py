@@ -375,6 +375,7 @@ class Simulation:
         self._last_round_changed = True
         self._pending_snapshot: Snapshot | None = None
         self._reported_placements: dict[str, tuple[Assignment, ...]] = {}
+        self._moved: set[str] = set()  # started or moved since the last throughput report
         self.done = False
         self.series = TimeSeries()
         self._timing = _Timing(wall_start=time.perf_counter())
@@ -449,8 +450,14 @@ class Simulation:
         rng = np.random.default_rng([self.seed, self._round, 0x0B5E])
         out: list[ThroughputObservation] = []
         reported = self._reported_placements
-        for job_id, job in self._active.items():
-            if job.state != _RUNNING or reported.get(job_id) == job.placement:
+        # Only jobs that started or moved since the last report can have news: `_hold`
+        # notes them, in the order of `_active` they are then walked in.
+        moved, self._moved = self._moved, set()
+        active = self._active
+        jobs = self._jobs
+        for job_id in sorted(moved, key=lambda i: jobs[i].spec.index):
+            job = active.get(job_id)
+            if job is None or job.state != _RUNNING or reported.get(job_id) == job.placement:
                 continue
             reported[job_id] = job.placement
             for assignment in job.placement:
@@ -907,6 +914,7 @@ class Simulation:
         job.admitted = True
         job.view = None
         job.placement = assignments
+        self._moved.add(job.spec.id)
         job.gpus_held = sum(len(a.gpu_indices) for a in assignments)
         job.ps_alloc = ps
         job.held_since = self.now
