@@ -580,7 +580,7 @@ class _Allocation:
         targets = self.target
         # A valid snapshot places jobs only on its own nodes: when training may use all of
         # them, no running job can have lost one, and the per-job look is skipped.
-        may_lose = not all(has_node(n.id) for n in self.snapshot.nodes)
+        may_lose = len(self.free.node_ids()) != len(self.snapshot.nodes)
         for job in running:
             job_id = job.id
             lost = [a.node_id for a in job.placement if not has_node(a.node_id)] if may_lose else ()
@@ -633,6 +633,10 @@ class _Allocation:
             if need <= budget:
                 selected.add(job_id)
                 budget -= need
+                if budget <= 0:
+                    # Every job of a valid snapshot needs a GPU at least (a worker has
+                    # one or more; a running job holds some): nothing further fits.
+                    break
             elif not backfill:
                 break
         self.selected = selected
@@ -705,6 +709,14 @@ class _Allocation:
                 self.tenant_gpus.get(job.tenant, 0) + extra * job.gpus_per_worker
             )
 
+    @cached_property
+    def _outside_run_set(self) -> str:
+        """Why a job outside a preemptive order's run set waits: the same for all of them."""
+        return (
+            "outside the run set: more urgent jobs fill the cluster's GPUs "
+            f"({self.rnd.pipeline.ordering.name} order)"
+        )
+
     def _start(self, job: Job, blocked_by: str | None) -> str | None:
         """Try to start a job that holds no GPUs; return who blocks later jobs."""
         # A job no node of this cluster could ever hold says so, whatever else keeps it
@@ -730,10 +742,7 @@ class _Allocation:
             self.pending[job.id] = never or behind[1]
             return blocked_by
         if self.selected is not None and job.id not in self.selected:
-            self.pending[job.id] = never or (
-                "outside the run set: more urgent jobs fill the cluster's GPUs "
-                f"({self.rnd.pipeline.ordering.name} order)"
-            )
+            self.pending[job.id] = never or self._outside_run_set
             return blocked_by
         need = workers * job.gpus_per_worker
         quota = self._quota_left(job.tenant)

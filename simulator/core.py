@@ -390,8 +390,7 @@ class Simulation:
         snapshot = self._pending_snapshot
         if snapshot is None:
             raise SimulationError("no decision is pending: call reset() first, or the run is over")
-        known = _Holdings(self._owner, self._running)
-        if not decision_is_valid(snapshot, decision, known):
+        if not decision_is_valid(snapshot, decision, self.holdings()):
             problems = check_decision(snapshot, decision)
             if problems:
                 raise InvalidDecisionError(problems)
@@ -400,6 +399,10 @@ class Simulation:
         self._record()
         following = self._advance()
         return following, following is None
+
+    def holdings(self) -> Holdings:
+        """Who holds each GPU now: the running placements of the pending snapshot."""
+        return Holdings(self._owner, self._running)
 
     def run(
         self,
@@ -1038,7 +1041,7 @@ def _same_gpus(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:
 
 
 @dataclass(frozen=True)
-class _Holdings:
+class Holdings:
     """What the simulator knows of the snapshot it built: who holds each GPU, how many run.
 
     `gpus` maps `(node id, GPU index)` to the running job holding it, exactly the
@@ -1049,7 +1052,7 @@ class _Holdings:
     running: int
 
 
-def decision_is_valid(snapshot: Snapshot, decision: Decision, known: _Holdings) -> bool:
+def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -> bool:
     """True only if :func:`check_decision` finds nothing wrong; False when unsure.
 
     The simulator's round-by-round check, proportional to what the decision changes

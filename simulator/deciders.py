@@ -78,6 +78,12 @@ class EngineDecider:
             reg.reclaim(fallback.name, fallback.params) if fallback is not None else None
         )
         self.state: dict[str, JsonValue] = {}
+        # Found once: a runtime protocol check walks the protocol's members on every call.
+        self._learners: tuple[FeedbackLearner, ...] = tuple(
+            p
+            for p in (self.pipeline.ordering, self.pipeline.scaling, self.pipeline.placement)
+            if isinstance(p, FeedbackLearner)
+        )
 
     @classmethod
     def named(cls, name: str, registry: Registry | None = None) -> EngineDecider:
@@ -101,10 +107,9 @@ class EngineDecider:
         it into its state, as the service does on `POST /v1/feedback`."""
         if not observations:
             return
-        for policy in (self.pipeline.ordering, self.pipeline.scaling, self.pipeline.placement):
-            if isinstance(policy, FeedbackLearner):
-                key = policy.state_key
-                self.state[key] = policy.learn(self.state.get(key), observations)
+        for policy in self._learners:
+            key = policy.state_key
+            self.state[key] = policy.learn(self.state.get(key), observations)
 
     def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
         """The profile's reclaim policy through `run_reclaim`, as `POST /v1/reclaim` answers."""

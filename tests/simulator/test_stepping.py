@@ -7,7 +7,13 @@ from msgspec.structs import replace
 
 from policies.decision import Decision, PlacementEntry
 from policies.model import Assignment, Snapshot, decode_snapshot, encode
-from simulator.core import InvalidDecisionError, Simulation, SimulationError, check_decision
+from simulator.core import (
+    InvalidDecisionError,
+    Simulation,
+    SimulationError,
+    check_decision,
+    decision_is_valid,
+)
 from simulator.deciders import EngineDecider
 from simulator.perf import PerfOptions
 from simulator.workload import WorkloadOptions, make_jobs
@@ -106,3 +112,59 @@ def test_step_without_a_pending_decision_is_an_error() -> None:
     sim = _sim()
     with pytest.raises(SimulationError, match="no decision is pending"):
         sim.step(EngineDecider.named("fifo")(Snapshot(), 0, "x"))
+
+
+@pytest.mark.parametrize("profile", ["fifo", "tiresias", "optimus"])
+def test_the_round_check_agrees_with_the_full_check(profile: str) -> None:
+    """The simulator's per-round check passes exactly the decisions `check_decision` does."""
+    decider = EngineDecider.named(profile)
+    sim = _sim()
+    snapshot = sim.reset(seed=0)
+    rounds = 0
+    while snapshot is not None:
+        decision = decider(snapshot, sim.round_seed(), f"d{rounds}")
+        holdings = sim.holdings()
+        assert check_decision(snapshot, decision) == []
+        assert decision_is_valid(snapshot, decision, holdings)
+        for bad in _broken(snapshot, decision):
+            assert check_decision(snapshot, bad), bad
+            assert not decision_is_valid(snapshot, bad, holdings), bad
+        snapshot, _ = sim.step(decision)
+        rounds += 1
+    assert rounds > 2
+
+
+def _broken(snapshot: Snapshot, decision: Decision) -> list[Decision]:
+    """Ways to spoil a valid decision, each one `check_decision` names."""
+    out = [replace(decision, now=decision.now + 1)]
+    entries = decision.placement
+    running = {j.id for j in snapshot.jobs if j.state == "running"}
+    if running:
+        out.append(replace(decision, placement=(), preemptions=()))
+    if entries:
+        out.append(replace(decision, placement=(*entries, entries[0])))
+        first = entries[0]
+        out.append(
+            replace(
+                decision,
+                placement=(
+                    *entries[1:],
+                    PlacementEntry(
+                        job_id=first.job_id,
+                        assignments=(Assignment(node_id="nowhere", gpu_indices=(0,)),),
+                    ),
+                ),
+            )
+        )
+    kept = [e for e in entries if e.job_id in running]
+    waiting = [j for j in snapshot.jobs if j.state != "running" and j.id not in running]
+    if kept and waiting:
+        # A waiting job given a GPU that a kept job holds.
+        taken = kept[0].assignments
+        out.append(
+            replace(
+                decision,
+                placement=(*entries, PlacementEntry(job_id=waiting[0].id, assignments=taken)),
+            )
+        )
+    return out
