@@ -191,10 +191,12 @@ def render(targets: list[Target], window: int, skip_profiles: bool) -> str:
         "|---|---:|",
         *[f"| {name} | {100 * share:.1f} % |" for name, share in functions],
         "",
-        "Per decision the engine walks every job of the snapshot (running ones included:",
-        "it holds their GPUs, checks their worker counts and explains each), so a",
-        "round's cost is linear in the jobs alive, and that, not the event loop, bounds",
-        "the simulator.",
+        "Per decision the engine still walks every job of the snapshot (running ones",
+        "included: the ordering sorts them, scaling answers each, it holds their GPUs and",
+        "explains each), so a round's cost is linear in the jobs alive, and that, not the",
+        "event loop, bounds the simulator; the simulator's own share (views, the decision",
+        "check, applying it) now grows only with the running jobs' count, not with their",
+        "placements.",
         "",
     ]
     return "\n".join(lines)
