@@ -173,6 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             limits=limits,
             shadow_retry_s=settings.models_check_interval_s,
             cpu_budget_s=settings.decision_cpu_budget_ms / 1000.0 or None,
+            inline_max_bytes=settings.inline_max_bytes,
         )
         dispatch_service = DispatchService(
             registry, profiles, decision_log, metrics, limits=limits, models=active_models
@@ -297,6 +298,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         volcano.router,
     ):
         app.include_router(router)
+    # The decision endpoints again, ahead of everything, without FastAPI's request
+    # handling (their FastAPI routes above only document them; see app.routers.decisions).
+    app.router.routes[0:0] = decisions.fast_routes()
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:

@@ -139,6 +139,17 @@ class Settings(BaseSettings):
         ),
     )
 
+    inline_max_bytes: int = Field(
+        default=65_536,
+        ge=0,
+        description=(
+            "Decision requests of at most this many bytes under a stateless profile are "
+            "decided on the event loop, without the hop to a decision thread (cheaper for "
+            "small snapshots); larger ones and stateful profiles always run on a thread. "
+            "0 sends every decision to a thread."
+        ),
+    )
+
     k8s_profile: str = Field(
         default="fifo-backfill",
         min_length=1,

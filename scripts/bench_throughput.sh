@@ -43,6 +43,15 @@ wrk.body = f:read("*a")
 f:close()
 EOF
 
+# CPU ticks (user + system) of the service: the uvicorn process and its worker processes.
+server_cpu_ticks() {
+  local total=0 pid
+  for pid in "$server_pid" $(pgrep -P "$server_pid" || true); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
+
 for workers in $workers_list; do
   port="$("$venv_bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
   rm -f "$workdir/arbiter.db"
@@ -57,16 +66,28 @@ for workers in $workers_list; do
   # Warm every worker up before measuring.
   wrk -t1 -c"$connections" -d2s -s "$workdir/post.lua" "http://127.0.0.1:$port/v1/decisions" >/dev/null
   echo "## $profile, examples/small.json, $workers worker(s), wrk -t1 -c$connections -d${duration}s"
+  server_cpu_start=$(server_cpu_ticks)
   wrk -t1 -c"$connections" -d"${duration}s" --latency -s "$workdir/post.lua" \
-    "http://127.0.0.1:$port/v1/decisions" &
+    "http://127.0.0.1:$port/v1/decisions" > "$workdir/wrk.out" &
   wrk_pid=$!
   sleep 0.2
   wrk_cpu_start=$(awk '{print $14 + $15}' "/proc/$wrk_pid/stat" 2>/dev/null || echo 0)
   sleep "$((duration - 1))"
   wrk_cpu_end=$(awk '{print $14 + $15}' "/proc/$wrk_pid/stat" 2>/dev/null || echo "$wrk_cpu_start")
   wait "$wrk_pid"
+  server_cpu_end=$(server_cpu_ticks)
+  cat "$workdir/wrk.out"
   ticks=$(getconf CLK_TCK)
   echo "wrk CPU over the last $((duration - 1)) s: $(( (wrk_cpu_end - wrk_cpu_start) * 100 / ticks / (duration - 1) )) % of one core"
+  # The service's own CPU per answered request: less sensitive than requests/s to other
+  # work on the machine. Requests are wrk's count (non-2xx would be listed above).
+  requests=$(awk '/requests in/ {print $1}' "$workdir/wrk.out")
+  "$venv_bin/python" -c 'import sys
+ticks, start, end, requests = (float(a) for a in sys.argv[1:5])
+print(f"service CPU: {(end - start) / ticks:.2f} s for {requests:.0f} requests = "
+      f"{(end - start) / ticks / requests * 1000:.3f} ms per request")' \
+    "$ticks" "$server_cpu_start" "$server_cpu_end" "$requests"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   kill "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=""

@@ -3,17 +3,30 @@
 Bodies are read raw and validated straight from JSON (DESIGN §8: decoding is
 most of a decision's cost); the OpenAPI request schema is declared explicitly
 so generated clients still see the full snapshot model. The body is read on the
-event loop; decoding and deciding run on a decision thread (:mod:`app.threads`).
+event loop. A small body under a stateless profile (`ARBITER_INLINE_MAX_BYTES`, 64 KiB
+by default: `examples/small.json` is 16 KB) is decoded and decided right there, which
+costs less than the hop to a thread; anything larger, and every stateful profile (whose
+cluster lock may be held by a slow round), runs on a decision thread
+(:mod:`app.threads`), so that a slow decision never holds the loop.
+
+The hot path skips FastAPI's request handling: each endpoint below is a plain
+`async def (request)`, registered twice with the same function: as a FastAPI route,
+which only documents it in the OpenAPI spec, and as a Starlette route ahead of it
+(:func:`fast_routes`), which serves it without dependency resolution. Errors take the
+same exception handlers either way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
+from starlette.routing import Route
 
-from app.deps import ServicesDep, caller_of
+from app.deps import Services, caller_of
 from app.errors import error_responses
 from policies.decision import Decision, Stage
 
@@ -57,30 +70,49 @@ def _decision_response() -> dict[int | str, dict[str, Any]]:
     }
 
 
-@router.post(
+Endpoint = Callable[[Request], Awaitable[Response]]
+_FAST: list[tuple[str, Endpoint]] = []
+
+
+async def _answer(request: Request, stage: Stage | None) -> Response:
+    services: Services = request.app.state.services
+    decisions = services.decisions
+    try:
+        body = await request.body()
+    except ClientDisconnect:
+        return Response(status_code=400)  # the caller is gone; nobody reads this
+    caller = caller_of(request)
+    if decisions.runs_inline(body):
+        encoded = decisions.decide(body, stage, caller)
+    else:
+        encoded = await services.threads.run(decisions.decide, body, stage, caller)
+    return Response(encoded, media_type="application/json")
+
+
+async def create_decision(request: Request) -> Response:
+    return await _answer(request, None)
+
+
+router.add_api_route(
     "/decisions",
+    create_decision,
+    methods=["POST"],
     name="create_decision",
     summary="Decide admission, ordering, scaling and placement for a snapshot",
     openapi_extra=_body_schema("DecisionRequest", "tiresias"),
     responses=_decision_response(),
     response_class=Response,
 )
-async def create_decision(request: Request, services: ServicesDep) -> Response:
-    body = await request.body()
-    decision = await services.threads.run(services.decisions.decide, body, None, caller_of(request))
-    return Response(decision, media_type="application/json")
+_FAST.append(("/decisions", create_decision))
 
 
 def _stage_route(stage: Stage) -> None:
-    async def handler(request: Request, services: ServicesDep) -> Response:
-        body = await request.body()
-        decision = await services.threads.run(
-            services.decisions.decide, body, stage, caller_of(request)
-        )
-        return Response(decision, media_type="application/json")
+    async def handler(request: Request) -> Response:
+        return await _answer(request, stage)
 
+    path = f"/decisions/{stage.value}"
     router.add_api_route(
-        f"/decisions/{stage.value}",
+        path,
         handler,
         methods=["POST"],
         name=f"create_{stage.value}_decision",
@@ -89,9 +121,19 @@ def _stage_route(stage: Stage) -> None:
         responses=_decision_response(),
         response_class=Response,
     )
+    _FAST.append((path, handler))
 
 
 for _stage in (Stage.ADMISSION, Stage.ORDERING, Stage.SCALING, Stage.PLACEMENT):
     _stage_route(_stage)
+
+
+def fast_routes() -> list[Route]:
+    """Starlette routes serving the decision endpoints; the app puts them first."""
+    return [
+        Route(router.prefix + path, endpoint, methods=["POST"], include_in_schema=False)
+        for path, endpoint in _FAST
+    ]
+
 
 DOCUMENTED_MODELS = (Decision,)

@@ -124,6 +124,12 @@ def decode_body(body: bytes, kind: type[S]) -> S:
     return decoded
 
 
+class _ProfileOnly(msgspec.Struct):
+    """A request body's `profile`, the rest skipped: which pipeline a body asks for."""
+
+    profile: str = ""
+
+
 @dataclass(frozen=True)
 class SnapshotLimits:
     """Sizes that drive a decision's cost; larger snapshots are refused with 422.
@@ -206,8 +212,10 @@ class DecisionService:
         shadow_retry_s: float = 5.0,
         limits: SnapshotLimits | None = None,
         cpu_budget_s: float | None = None,
+        inline_max_bytes: int = 0,
     ) -> None:
         self.limits = limits or SnapshotLimits()
+        self.inline_max_bytes = inline_max_bytes
         self.cpu_budget_s = cpu_budget_s
         self.registry = registry
         self.profiles = profiles
@@ -352,6 +360,23 @@ class DecisionService:
             known = ", ".join(sorted(self.pipelines))
             raise NotFoundError(f"unknown profile {profile!r}; known: {known}")
         return pipeline
+
+    def runs_inline(self, body: bytes) -> bool:
+        """Whether `body` is cheap enough to decide on the caller's thread (the event loop).
+
+        Only a body of at most `inline_max_bytes` under a stateless profile: a stateful
+        round waits for its cluster's lock, which a slow round may hold, and a large
+        snapshot takes tens of milliseconds or more. A body that is not a decision request
+        is answered with its error at once.
+        """
+        if len(body) > self.inline_max_bytes:
+            return False
+        try:
+            profile = msgspec.json.decode(body, type=_ProfileOnly).profile
+        except msgspec.MsgspecError:
+            return True
+        pipeline = self.pipelines.get(profile)
+        return pipeline is None or not pipeline.state_keys
 
     def decide(self, body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
         """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
