@@ -30,6 +30,7 @@ from app.adapters import volcano as volcano_wire
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
+from app.memory import HeapTrimmer, limit_arenas
 from app.metrics import Metrics
 from app.routers import (
     admin,
@@ -123,6 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Before the log's and the decisions' threads exist, so that they share arenas.
+        limit_arenas(settings.malloc_arenas)
+        trimmer = HeapTrimmer(settings.malloc_trim_interval_s)
+        trimmer.start()
         _prepare_sqlite_path(settings.database_url)
         stop = threading.Event()
         migrator: threading.Thread | None = None
@@ -144,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sessions,
             spill_dir=settings.spill_dir,
             max_buffer=settings.log_buffer,
+            max_buffer_bytes=settings.log_buffer_bytes,
             batch_size=settings.log_batch_size,
             flush_interval_s=settings.log_flush_interval_s,
         )
@@ -174,6 +180,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shadow_retry_s=settings.models_check_interval_s,
             cpu_budget_s=settings.decision_cpu_budget_ms / 1000.0 or None,
             inline_max_bytes=settings.inline_max_bytes,
+            trimmer=trimmer,
         )
         dispatch_service = DispatchService(
             registry, profiles, decision_log, metrics, limits=limits, models=active_models
@@ -267,6 +274,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             decision_log.stop()
             cache.close()
             engine.dispose()
+            trimmer.stop()
             if migrator is not None:
                 migrator.join(timeout=1.0)
 

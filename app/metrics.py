@@ -62,6 +62,7 @@ class Metrics:
         """Expose the decision log's counters as gauges read at scrape time."""
         for key, help_text in (
             ("buffered", "Log records held in memory, not yet written."),
+            ("buffered_bytes", "About how many bytes the log records in memory hold."),
             ("spill_pending", "Log records spilled to local files, not yet written."),
             ("written", "Log records written to the database (total)."),
             ("rejected", "Log records the database refused, set aside in files (total)."),

@@ -52,6 +52,14 @@ class Settings(BaseSettings):
         description="Where the decision log spills when the database is away.",
     )
     log_buffer: int = Field(default=10_000, ge=1, description="Log records held in memory.")
+    log_buffer_bytes: int = Field(
+        default=256 << 20,
+        ge=1,
+        description=(
+            "About how many bytes of log records (their snapshots and answers) are held in "
+            "memory; past it, or past log_buffer records, records wait in spill files."
+        ),
+    )
     log_batch_size: int = Field(default=500, ge=1)
     log_flush_interval_s: float = Field(default=0.5, gt=0)
     retrain_max_active: int = Field(
@@ -147,6 +155,24 @@ class Settings(BaseSettings):
             "decided on the event loop, without the hop to a decision thread (cheaper for "
             "small snapshots); larger ones and stateful profiles always run on a thread. "
             "0 sends every decision to a thread."
+        ),
+    )
+
+    malloc_arenas: int = Field(
+        default=2,
+        ge=0,
+        le=1024,
+        description=(
+            "Most glibc malloc arenas the process uses (set at start-up); fewer arenas "
+            "hold less freed memory. 0 keeps glibc's default (eight per core)."
+        ),
+    )
+    malloc_trim_interval_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        description=(
+            "After a large decision, give the C heap's free pages back to the system "
+            "(malloc_trim) at most this often, from a background thread; 0 never does."
         ),
     )
 

@@ -12,9 +12,12 @@ Where accepted records live, oldest first::
     (dead processes)       (≤ max_buffer)    (on disk, in order)    (being spilled)
 
 While the database is away (or slower than the callers) the head fills up to
-``max_buffer``; later records go to the tail, which a spiller thread appends to the
-current segment file of ``spill_dir`` as JSON lines, fsync'd (so memory holds at most
-``max_buffer`` plus what the spiller has not yet taken). Once a segment exists, new
+``max_buffer`` records or ``max_buffer_bytes`` (whichever comes first: one large
+decision holds its snapshot and answer, about a megabyte for a 4,000-GPU cluster, so a
+count alone would let the head grow to gigabytes); later records go to the tail,
+which a spiller thread appends to the current segment file of ``spill_dir`` as JSON
+lines, fsync'd (so memory holds at most the head's limits plus what the spiller has not
+yet taken). Once a segment exists, new
 records keep going to the tail until the segments are replayed, so records are written
 in the order they were accepted. The writer retries with exponential backoff and jitter
 (and at once when :meth:`~DecisionLog.flush` asks), writes the head, then replays the
@@ -86,6 +89,21 @@ REJECTED_PREFIX = "rejected-"
 _Entry = tuple[int, LogRecord]
 """A submitted record and its acceptance number (1, 2, …)."""
 
+RECORD_OVERHEAD_BYTES = 2048
+"""What a waiting record holds besides its JSON documents given as bytes (estimated)."""
+
+
+def record_bytes(record: LogRecord) -> int:
+    """About how much memory ``record`` holds while it waits: the JSON documents it was
+    given as bytes (a decision's snapshot and answer), plus a fixed allowance. A document
+    given as objects counts only in the allowance (the scheduler adapters pass those)."""
+    size = RECORD_OVERHEAD_BYTES
+    if isinstance(record, DecisionRecord):
+        for document in (record.snapshot, record.decision):
+            if isinstance(document, bytes | bytearray | memoryview):
+                size += len(document)
+    return size
+
 
 class DecisionLogStats(TypedDict):
     """Counters (monotonic totals) and gauges (current values) for metrics."""
@@ -98,6 +116,7 @@ class DecisionLogStats(TypedDict):
     failures: int  # total failed write attempts
     outages: int  # total times the database became unavailable
     buffered: int  # gauge: records in memory now
+    buffered_bytes: int  # gauge: about how many bytes those records hold
     spill_pending: int  # gauge: own spilled records not yet replayed
     spill_files: int  # gauge: spill files (own and adopted) waiting to be replayed
     db_available: bool  # gauge: whether the last write attempt succeeded
@@ -169,11 +188,15 @@ class DecisionLog:
         batch_size: int = 500,
         flush_interval_s: float = 0.5,
         *,
+        max_buffer_bytes: int = 256 << 20,
+        batch_bytes: int = 32 << 20,
         retry_initial_s: float = 0.25,
         retry_max_s: float = 5.0,
     ) -> None:
-        if max_buffer < 1 or batch_size < 1:
-            raise ValueError("max_buffer and batch_size must be positive")
+        if max_buffer < 1 or batch_size < 1 or max_buffer_bytes < 1 or batch_bytes < 1:
+            raise ValueError("max_buffer, batch_size and their byte sizes must be positive")
+        self._max_buffer_bytes = max_buffer_bytes
+        self._batch_bytes = batch_bytes
         self._sessionmaker = sessionmaker
         self._spill_dir = Path(spill_dir)
         self._max_buffer = max_buffer
@@ -193,6 +216,7 @@ class DecisionLog:
         self._tail: deque[_Entry] = deque()
         self._inflight: list[_Entry] = []
         self._spilling = 0  # entries taken from the tail, not yet in a segment
+        self._memory_bytes = 0  # record_bytes() of the head and the batch in flight
         self._segments: deque[_Segment] = deque()
         self._orphans: deque[_Segment] = deque()
         self._next_segment_number = 1  # 0 is kept for what stop() finds in memory
@@ -299,6 +323,7 @@ class DecisionLog:
             in_memory = [*self._inflight, *self._head]
             self._inflight = []
             self._head.clear()
+            self._memory_bytes = 0
             leftover_tail = list(self._tail)
             self._tail.clear()
             segments = [*self._orphans, *self._segments]
@@ -338,6 +363,7 @@ class DecisionLog:
                 + len(self._tail)
                 + len(self._inflight)
                 + self._spilling,
+                "buffered_bytes": self._memory_bytes,
                 "spill_pending": sum(s.records - s.replayed for s in self._segments),
                 "spill_files": len(self._segments) + len(self._orphans),
                 "db_available": self._db_available,
@@ -358,6 +384,7 @@ class DecisionLog:
     # -- accepting ----------------------------------------------------------------------
 
     def _submit(self, record: LogRecord) -> None:
+        size = record_bytes(record)
         with self._lock:
             self._submitted_seq += 1
             entry = (self._submitted_seq, record)
@@ -370,9 +397,17 @@ class DecisionLog:
                     and not self._segments
                     and not self._spilling
                     and len(self._head) + len(self._inflight) < self._max_buffer
+                    and (
+                        self._memory_bytes == 0
+                        or self._memory_bytes + size <= self._max_buffer_bytes
+                    )
                 ):
                     self._head.append(entry)
-                    if len(self._head) >= self._batch_size:
+                    self._memory_bytes += size
+                    if (
+                        len(self._head) >= self._batch_size
+                        or self._memory_bytes >= self._batch_bytes
+                    ):
                         self._writer_wakeup.notify()
                 else:
                     self._tail.append(entry)
@@ -557,6 +592,7 @@ class DecisionLog:
                             self._retry_now
                             or now >= next_write_at
                             or len(self._head) >= self._batch_size
+                            or self._memory_bytes >= self._batch_bytes
                             or self._segments
                             or self._orphans
                         ):
@@ -598,8 +634,17 @@ class DecisionLog:
         if self._orphans:
             return self._orphans[0]
         if self._head:
-            count = min(self._batch_size, len(self._head))
-            self._inflight = [self._head.popleft() for _ in range(count)]
+            # Up to batch_size records and about batch_bytes (at least one record): the
+            # writer's copies of a batch's parameters stay bounded too.
+            batch: list[_Entry] = []
+            size = 0
+            while self._head and len(batch) < self._batch_size:
+                next_size = record_bytes(self._head[0][1])
+                if batch and size + next_size > self._batch_bytes:
+                    break
+                batch.append(self._head.popleft())
+                size += next_size
+            self._inflight = batch
             return self._inflight
         if self._segments:
             segment = self._segments[0]
@@ -615,6 +660,7 @@ class DecisionLog:
                 if self._stopped:
                     return False
                 self._inflight = []
+                self._memory_bytes -= sum(record_bytes(record) for _, record in source[:done])
                 if done < len(items):
                     self._head.extendleft(reversed(source[done:]))
                 if done:

@@ -48,6 +48,7 @@ from app.errors import (
     decode_error,
     validation_error,
 )
+from app.memory import HeapTrimmer
 from app.metrics import Metrics
 from app.schemas import (
     DecisionRequest,
@@ -122,6 +123,10 @@ def decode_body(body: bytes, kind: type[S]) -> S:
         raise decode_error(error, body, kind) from error
     check_no_nul(body)
     return decoded
+
+
+TRIM_AFTER_BYTES = 256 * 1024
+"""A request at least this large leaves enough freed heap behind to be worth a trim."""
 
 
 class _ProfileOnly(msgspec.Struct):
@@ -213,9 +218,11 @@ class DecisionService:
         limits: SnapshotLimits | None = None,
         cpu_budget_s: float | None = None,
         inline_max_bytes: int = 0,
+        trimmer: HeapTrimmer | None = None,
     ) -> None:
         self.limits = limits or SnapshotLimits()
         self.inline_max_bytes = inline_max_bytes
+        self.trimmer = trimmer
         self.cpu_budget_s = cpu_budget_s
         self.registry = registry
         self.profiles = profiles
@@ -401,6 +408,8 @@ class DecisionService:
             started=started,
             logged_snapshot=raw_snapshot(body),
         )
+        if self.trimmer is not None and len(body) >= TRIM_AFTER_BYTES:
+            self.trimmer.note()  # its decoded snapshot and working objects are freed now
         return encoded
 
     def decide_snapshot(

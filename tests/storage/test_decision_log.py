@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.services.health import HealthService
 from storage.cache import InProcessCache
 from storage.db import create_engine_for, make_sessionmaker, upgrade_database
-from storage.log import DecisionLog
+from storage.log import DecisionLog, record_bytes
 from storage.models import Decision, FeedbackEvent
+from storage.records import DecisionRecord, LogRecord
 from tests.servers import ThrowawayPostgres, free_port
 from tests.storage.factories import make_decision, make_feedback
 
@@ -62,6 +63,71 @@ def spilled_lines(spill_dir: Path) -> int:
 def stored_decision_ids(engine: Engine) -> list[str]:
     with engine.connect() as connection:
         return list(connection.scalars(select(Decision.decision_id)))
+
+
+def _large_decision() -> DecisionRecord:
+    """A decision whose snapshot came as 100 KB of the caller's JSON."""
+    nodes = ",".join(f'{{"id":"n{i}","gpus":8,"gpu_type":"V100-SXM2-32GB"}}' for i in range(2000))
+    snapshot = f'{{"cluster_id":"big","nodes":[{nodes}],"jobs":[]}}'.encode()
+    return make_decision(snapshot=snapshot)
+
+
+def test_large_records_beyond_the_byte_budget_wait_on_disk_not_in_memory(
+    unreachable_sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    spill_dir = tmp_path / "spill"
+    log = DecisionLog(
+        unreachable_sessions,
+        spill_dir,
+        max_buffer=10_000,
+        batch_size=500,
+        flush_interval_s=0.02,
+        retry_initial_s=0.02,
+        retry_max_s=0.3,
+        max_buffer_bytes=1 << 20,
+    )
+    log.start()
+    record_size = record_bytes(_large_decision())
+    assert record_size > 100_000
+    for _ in range(50):  # about 5 MB, five times the budget
+        log.submit_decision(_large_decision())
+    in_memory = (1 << 20) // record_size
+    wait_until(lambda: log.stats()["spilled"] == 50 - in_memory, 10, "the overflow on disk")
+    stats = log.stats()
+    assert stats["buffered"] == in_memory  # the count limit (10,000) is far away
+    assert stats["buffered_bytes"] == in_memory * record_size
+    assert stats["spilled"] == 50 - in_memory
+    log.stop(timeout_s=2)
+    assert spilled_lines(spill_dir) == 50  # nothing accepted is lost
+
+
+def test_large_records_are_written_in_batches_of_bounded_size(
+    sqlite_engine: Engine, tmp_path: Path
+) -> None:
+    log = DecisionLog(
+        make_sessionmaker(sqlite_engine),
+        tmp_path / "spill",
+        flush_interval_s=0.02,
+        batch_bytes=300_000,
+    )
+    batches: list[int] = []
+    commit = log._commit
+
+    def counting_commit(records: list[LogRecord]) -> None:
+        batches.append(len(records))
+        commit(records)
+
+    log._commit = counting_commit  # type: ignore[method-assign]
+    accepted = [_large_decision() for _ in range(12)]
+    for record in accepted:
+        log.submit_decision(record)
+    log.start()
+    assert log.flush(timeout_s=30)
+    log.stop()
+    assert sorted(stored_decision_ids(sqlite_engine)) == sorted(r.decision_id for r in accepted)
+    assert max(batches) * record_bytes(accepted[0]) <= 300_000 + record_bytes(accepted[0])
+    assert max(batches) < 12
+    assert log.stats()["buffered_bytes"] == 0
 
 
 @pytest.fixture
@@ -215,7 +281,7 @@ CRASHING_PROCESS = """
 import os, sys, time
 from pathlib import Path
 from storage.db import create_engine_for, make_sessionmaker
-from storage.log import DecisionLog
+from storage.log import DecisionLog, record_bytes
 from tests.storage.factories import make_decision
 
 spill_dir, url = Path(sys.argv[1]), sys.argv[2]
