@@ -8,7 +8,10 @@
 #   bash scripts/bench_throughput.sh            # fifo, 1 and 2 workers, 10 s each
 #   PROFILE=tiresias WORKERS="1" bash scripts/bench_throughput.sh
 # Needs wrk (`apt-get install wrk`). wrk runs on the same two cores as the service:
-# its share of the CPU is printed from /proc after each run.
+# its share of the CPU is printed from /proc after each run, and so is the service's own
+# CPU time per request, the figure that other work on the machine disturbs least.
+# `python -m app.cli` is `arbiter` run from this checkout (VENV, default .venv, picks the
+# interpreter), so the figures are those of the code here.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -56,7 +59,7 @@ for workers in $workers_list; do
   port="$("$venv_bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
   rm -f "$workdir/arbiter.db"
   ARBITER_DATABASE_URL="sqlite:///$workdir/arbiter.db" ARBITER_SPILL_DIR="$workdir/spill" \
-    "$venv_bin/arbiter" serve --port "$port" --workers "$workers" --log-level warning \
+    "$venv_bin/python" -m app.cli serve --port "$port" --workers "$workers" --log-level warning \
     > "$workdir/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 120); do
