@@ -137,6 +137,11 @@ def fewest_nodes_by_counts(
         # only a rack that needs strictly fewer.
         if count is not None and (count < best or (chosen is None and count == best)):
             chosen, best = rack, count
+        if best == global_count and chosen is not None:
+            # No rack needs fewer nodes than the whole cluster (the greedy, largest
+            # first, uses the fewest nodes, and a rack's nodes are some of the
+            # cluster's): nothing after the first rack that matches it can win.
+            break
     return _greedy_by_counts(free.nodes_by_free(chosen), gpus_per_worker, workers)
 
 
