@@ -39,8 +39,8 @@ class Fifo:
         # Running jobs keep their place ahead of the queue: FIFO never preempts.
         # Same-second submissions keep their snapshot order (a trace's row order).
         position = ctx.snapshot.job_positions
-        ranked = sorted(
-            jobs,
-            key=lambda j: (j.state is not JobState.RUNNING, j.submit_time, position.get(j.id, 0)),
-        )
-        return Ordering(job_ids=tuple(j.id for j in ranked), backfill=self.params.backfill)
+        running = JobState.RUNNING
+        # Keys built once in a list and sorted by index: no key function call per job.
+        keys = [(j.state is not running, j.submit_time, position.get(j.id, 0)) for j in jobs]
+        ranked = sorted(range(len(keys)), key=keys.__getitem__)
+        return Ordering(job_ids=tuple([jobs[i].id for i in ranked]), backfill=self.params.backfill)

@@ -45,15 +45,17 @@ class ShortestJobFirst:
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         position = ctx.snapshot.job_positions
 
-        def key(job: Job) -> tuple[bool, bool, float, float, int]:
-            duration = job.estimated_duration_s
-            return (
-                job.state is not JobState.RUNNING,
-                duration is None,
-                duration if duration is not None else 0.0,
+        running = JobState.RUNNING
+        # Keys built once in a list and sorted by index: no key function call per job.
+        keys = [
+            (
+                job.state is not running,
+                job.estimated_duration_s is None,
+                job.estimated_duration_s if job.estimated_duration_s is not None else 0.0,
                 job.submit_time,
                 position.get(job.id, 0),
             )
-
-        ranked = sorted(jobs, key=key)
-        return Ordering(job_ids=tuple(j.id for j in ranked), backfill=self.params.backfill)
+            for job in jobs
+        ]
+        ranked = sorted(range(len(keys)), key=keys.__getitem__)
+        return Ordering(job_ids=tuple([jobs[i].id for i in ranked]), backfill=self.params.backfill)

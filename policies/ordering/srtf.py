@@ -47,16 +47,20 @@ class ShortestRemainingTimeFirst:
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         position = ctx.snapshot.job_positions
 
-        def key(job: Job) -> tuple[bool, float, float, int]:
-            remaining = job.remaining_time_s()
-            return (
-                remaining is None,
-                remaining if remaining is not None else 0.0,
+        remaining = [job.remaining_time_s() for job in jobs]
+        # Keys built once in a list and sorted by index: no key function call per job.
+        keys = [
+            (
+                left is None,
+                left if left is not None else 0.0,
                 job.submit_time,
                 position.get(job.id, 0),
             )
-
-        ranked = sorted(jobs, key=key)
+            for left, job in zip(remaining, jobs, strict=True)
+        ]
+        ranked = sorted(range(len(keys)), key=keys.__getitem__)
         return Ordering(
-            job_ids=tuple(j.id for j in ranked), preemptive=True, backfill=self.params.backfill
+            job_ids=tuple([jobs[i].id for i in ranked]),
+            preemptive=True,
+            backfill=self.params.backfill,
         )

@@ -113,8 +113,11 @@ class Tiresias:
 
     def _standing(self, ctx: Context, job: Job, kept: dict[str, Offsets]) -> tuple[int, bool]:
         """(queue, promoted this round) of `job`, reckoned from its last promotion."""
-        attained, executed, pending = self._counters(ctx, job)
-        offsets = kept.get(job.id)
+        # The counters of `_counters`, inline: the order asks this for every job.
+        attained = job.attained_service_gpu_s
+        executed = job.executed_time_s
+        pending = ctx.now - job.submit_time - executed
+        offsets = kept.get(job.id) if kept else None
         if offsets is not None:
             attained -= offsets[0]
             executed -= offsets[1]
@@ -143,13 +146,15 @@ class Tiresias:
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         kept = self._promotions(ctx)
         position = ctx.snapshot.job_positions
+        standing = self._standing
         # Within a queue: first come, first served; same-second arrivals in snapshot order.
-        ranked = sorted(
-            jobs,
-            key=lambda j: (self._standing(ctx, j, kept)[0], j.submit_time, position.get(j.id, 0)),
-        )
+        # Keys built once in a list and sorted by index: no key function call per job.
+        keys = [(standing(ctx, j, kept)[0], j.submit_time, position.get(j.id, 0)) for j in jobs]
+        ranked = sorted(range(len(keys)), key=keys.__getitem__)
         return Ordering(
-            job_ids=tuple(j.id for j in ranked), preemptive=True, backfill=self.params.backfill
+            job_ids=tuple([jobs[i].id for i in ranked]),
+            preemptive=True,
+            backfill=self.params.backfill,
         )
 
     def commit(self, ctx: Context, decision: Decision) -> JsonValue:
