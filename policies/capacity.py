@@ -17,6 +17,9 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
+import numpy as np
+import numpy.typing as npt
+
 from policies.common.wording import counted
 from policies.model import Assignment, Job, Node, Snapshot
 
@@ -49,8 +52,15 @@ class FreeCapacity:
         self._buckets: list[dict[str, None]] = [b.copy() for b in layout.buckets]
         self._rack_of = layout.rack_of
         self._rack_buckets = {r: [b.copy() for b in bs] for r, bs in layout.rack_buckets.items()}
+        self._rack_free = layout.rack_free.copy()
         self._min_gpu_memory_gb = layout.min_gpu_memory_gb
         self._layout = layout
+        # The same free GPUs, CPUs and memory as per-node arrays (snapshot order), kept in
+        # step with the dicts: room for a job with CPU or memory needs is then a few
+        # vector operations instead of a walk over every node.
+        self._free_n = layout.free_n.copy()
+        self._cpus_a = layout.cpus_a.copy()
+        self._mem_a = layout.mem_a.copy()
         self.total_free = layout.total_free
         # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
         self._room: dict[tuple[int, float, float, float], int] = {}
@@ -136,9 +146,17 @@ class FreeCapacity:
         """
         return self._buckets if rack is None else self._rack_buckets[rack]
 
+    def rack_of(self, node_id: str) -> str:
+        """The rack of a schedulable node (its `topology.rack`)."""
+        return self._rack_of[node_id]
+
+    def rack_free_gpus(self, rack: str) -> int:
+        """Free GPUs of a rack's nodes, in all."""
+        return self._rack_free[rack]
+
     def racks(self) -> list[str]:
         """Racks of the schedulable nodes, by name."""
-        return sorted(self._rack_buckets)
+        return list(self._layout.racks)
 
     def nodes_with_free(self, count: int) -> Iterator[str]:
         """Nodes with exactly `count` free GPUs, in snapshot order of insertion."""
@@ -183,11 +201,29 @@ class FreeCapacity:
 
     def room(self, job: Job) -> int:
         """The workers of `job` that fit now, over all nodes."""
+        gpw = job.gpus_per_worker
         if self.fits_by_gpus_alone(job):
-            gpw = job.gpus_per_worker
             buckets = self._buckets
             return sum(len(buckets[c]) * (c // gpw) for c in range(gpw, self._max_gpus + 1))
-        return sum(fit for _, fit in self.candidate_nodes(job))
+        fit = self._fits(job)
+        return int(fit[fit > 0].sum())
+
+    def _fits(self, job: Job) -> npt.NDArray[np.int64]:
+        """:meth:`workers_fitting` of every node at once, by position (0 or less: none).
+
+        Numpy's float floor division is Python's, so every figure is the one
+        `workers_fitting` gives; on thousands of nodes this is the difference between
+        a walk over every node and a few vector operations.
+        """
+        fit = self._free_n // job.gpus_per_worker
+        cpw, mpw = job.cpus_per_worker, job.memory_gb_per_worker
+        if cpw > 0:
+            np.minimum(fit, (self._cpus_a // cpw).astype(np.int64), out=fit)
+        if mpw > 0:
+            np.minimum(fit, (self._mem_a // mpw).astype(np.int64), out=fit)
+        if job.gpu_memory_gb > self._min_gpu_memory_gb:
+            fit[self._layout.gpu_mem_a < job.gpu_memory_gb] = 0
+        return fit
 
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
         """(node, workers that fit) for every node that takes at least one worker.
@@ -195,29 +231,22 @@ class FreeCapacity:
         Ordered by free GPUs (most first when `descending`), then snapshot order.
         Walks the buckets, so nodes with too few free GPUs are never looked at.
         """
-        out: list[tuple[str, int]] = []
         gpw = job.gpus_per_worker
         counts = range(self._max_gpus, gpw - 1, -1)
         if not descending:
             counts = range(gpw, self._max_gpus + 1)
-        # The body of workers_fitting, hoisted: this loop is the engine's hottest.
-        cpw, mpw, gpu_mem = job.cpus_per_worker, job.memory_gb_per_worker, job.gpu_memory_gb
-        nodes, cpus, mem = self._nodes, self._cpus, self._mem
+        buckets = self._buckets
+        if self.fits_by_gpus_alone(job):
+            # Every node of a bucket takes the same workers: no node needs a look.
+            return [(node_id, count // gpw) for count in counts for node_id in buckets[count]]
+        # The fits, computed at once; the walk only reads them (this is the engine's
+        # hottest loop on large clusters).
+        fits = self._fits(job).tolist()
+        order = self._order
+        out: list[tuple[str, int]] = []
         for count in counts:
-            by_gpu = count // gpw
-            for node_id in self._buckets[count]:
-                if nodes[node_id].gpu_memory_gb < gpu_mem:
-                    continue
-                fit = by_gpu
-                # Comparisons rather than min(): this line runs for every node of a bucket.
-                if cpw > 0:
-                    by_cpu = int(cpus[node_id] // cpw)
-                    if by_cpu < fit:  # noqa: PLR1730 - a comparison beats a call here
-                        fit = by_cpu
-                if mpw > 0:
-                    by_mem = int(mem[node_id] // mpw)
-                    if by_mem < fit:  # noqa: PLR1730
-                        fit = by_mem
+            for node_id in buckets[count]:
+                fit = fits[order[node_id]]
                 if fit > 0:
                     out.append((node_id, fit))
         return out
@@ -225,16 +254,50 @@ class FreeCapacity:
     # -- changes (engine only) ----------------------------------------------------------------
     def take(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Commit `assignments` of `job`; raises CapacityError if any is not free."""
+        if len(assignments) == 1 and self._lowest_free(job, assignments[0]):
+            a = assignments[0]
+            node_id, count = a.node_id, len(a.gpu_indices)
+            free = self._free[node_id]
+            self._move(node_id, len(free), len(free) - count)
+            self._free[node_id] = free[count:]
+            self.total_free -= count
+            if job.cpus_per_worker or job.memory_gb_per_worker:
+                self._spend(node_id, count // job.gpus_per_worker, job, -1)
+            return
         self._check(job, assignments)
         for a in assignments:
             free = self._free[a.node_id]
             self._move(a.node_id, len(free), len(free) - len(a.gpu_indices))
             taken = set(a.gpu_indices)
             self._free[a.node_id] = [g for g in free if g not in taken]
-            workers = len(a.gpu_indices) // job.gpus_per_worker
-            self._cpus[a.node_id] -= workers * job.cpus_per_worker
-            self._mem[a.node_id] -= workers * job.memory_gb_per_worker
+            self._spend(a.node_id, len(a.gpu_indices) // job.gpus_per_worker, job, -1)
             self.total_free -= len(a.gpu_indices)
+
+    def _lowest_free(self, job: Job, a: Assignment) -> bool:
+        """Whether `a` is a valid placement of whole workers on the lowest free GPUs of its
+        node, as most placements are: the checks of :meth:`_check`, done cheaply. False
+        sends the assignment through the full check (which then says what is wrong)."""
+        free = self._free.get(a.node_id)
+        indices = a.gpu_indices
+        count = len(indices)
+        if free is None or count % job.gpus_per_worker or tuple(free[:count]) != indices:
+            return False
+        if self._nodes[a.node_id].gpu_memory_gb < job.gpu_memory_gb:
+            return False
+        workers = count // job.gpus_per_worker
+        cpus = workers * job.cpus_per_worker
+        if cpus > 0 and cpus > self._cpus[a.node_id] + 1e-9:
+            return False
+        memory = workers * job.memory_gb_per_worker
+        return not (memory > 0 and memory > self._mem[a.node_id] + 1e-9)
+
+    def _spend(self, node_id: str, workers: int, job: Job, sign: int) -> None:
+        """Take (`sign` -1) or give back (+1) the CPUs and memory of `workers` workers."""
+        position = self._order[node_id]
+        cpus = self._cpus[node_id] + sign * (workers * job.cpus_per_worker)
+        memory = self._mem[node_id] + sign * (workers * job.memory_gb_per_worker)
+        self._cpus[node_id] = self._cpus_a[position] = cpus
+        self._mem[node_id] = self._mem_a[position] = memory
 
     def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
         """Count GPUs running jobs already hold, skipping nodes training may not use.
@@ -269,10 +332,13 @@ class FreeCapacity:
             self._move(node_id, len(free), len(left))
             self.total_free -= len(free) - len(left)
             self._free[node_id] = left
+        order, cpus_a, mem_a = self._order, self._cpus_a, self._mem_a
         for node_id, used in cpus.items():
             self._cpus[node_id] -= used
+            cpus_a[order[node_id]] = self._cpus[node_id]
         for node_id, used in mem.items():
             self._mem[node_id] -= used
+            mem_a[order[node_id]] = self._mem[node_id]
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""
@@ -284,18 +350,19 @@ class FreeCapacity:
             returned = [g for g in a.gpu_indices if g not in free]
             self._move(a.node_id, len(free), len(free) + len(returned))
             self._free[a.node_id] = sorted(free + returned)
-            workers = len(a.gpu_indices) // job.gpus_per_worker
-            self._cpus[a.node_id] += workers * job.cpus_per_worker
-            self._mem[a.node_id] += workers * job.memory_gb_per_worker
+            self._spend(a.node_id, len(a.gpu_indices) // job.gpus_per_worker, job, 1)
             self.total_free += len(returned)
 
     def _move(self, node_id: str, old: int, new: int) -> None:
         if old != new:
+            self._free_n[self._order[node_id]] = new
             del self._buckets[old][node_id]
             self._buckets[new][node_id] = None
-            in_rack = self._rack_buckets[self._rack_of[node_id]]
+            rack = self._rack_of[node_id]
+            in_rack = self._rack_buckets[rack]
             del in_rack[old][node_id]
             in_rack[new][node_id] = None
+            self._rack_free[rack] += new - old
 
     def _check(self, job: Job, assignments: Sequence[Assignment]) -> None:
         seen: set[str] = set()
@@ -334,15 +401,21 @@ class _Layout:
     __slots__ = (
         "buckets",
         "cpus",
+        "cpus_a",
         "free",
+        "free_n",
+        "gpu_mem_a",
         "max_gpu_memory_gb",
         "max_gpus",
         "mem",
+        "mem_a",
         "min_gpu_memory_gb",
         "nodes",
         "order",
         "rack_buckets",
+        "rack_free",
         "rack_of",
+        "racks",
         "total_free",
         "total_gpus",
     )
@@ -373,6 +446,7 @@ class _Layout:
         self.buckets: list[dict[str, None]] = [{} for _ in range(self.max_gpus + 1)]
         self.rack_of: dict[str, str] = {}
         self.rack_buckets: dict[str, list[dict[str, None]]] = {}
+        self.rack_free: dict[str, int] = {}
         for node_id, free in self.free.items():
             self.buckets[len(free)][node_id] = None
             rack = self.nodes[node_id].topology.rack
@@ -380,6 +454,16 @@ class _Layout:
             if rack not in self.rack_buckets:
                 self.rack_buckets[rack] = [{} for _ in range(self.max_gpus + 1)]
             self.rack_buckets[rack][len(free)][node_id] = None
+            self.rack_free[rack] = self.rack_free.get(rack, 0) + len(free)
+        self.free_n: npt.NDArray[np.int64] = np.array(
+            [len(f) for f in self.free.values()], dtype=np.int64
+        )
+        self.cpus_a: npt.NDArray[np.float64] = np.array(list(self.cpus.values()), dtype=np.float64)
+        self.mem_a: npt.NDArray[np.float64] = np.array(list(self.mem.values()), dtype=np.float64)
+        self.gpu_mem_a: npt.NDArray[np.float64] = np.array(
+            [n.gpu_memory_gb for n in self.nodes.values()], dtype=np.float64
+        )
+        self.racks = tuple(sorted(self.rack_buckets))
         self.total_free = sum(len(f) for f in self.free.values())
         self.total_gpus = self.total_free
         self.min_gpu_memory_gb = min((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)

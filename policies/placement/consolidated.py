@@ -101,17 +101,25 @@ def fewest_nodes(
     costs no extra node; `candidates` are (node, workers that fit) and hold `workers` in all.
     """
     fewest = _greedy(candidates, workers)
+    rack_of = free.rack_of
     racks: dict[str, list[tuple[str, int]]] = {}
     for node_id, fit in candidates:
-        racks.setdefault(free.node(node_id).topology.rack, []).append((node_id, fit))
-    best = fewest
-    for rack, members in sorted(racks.items()):
+        rack = rack_of(node_id)
+        members = racks.get(rack)
+        if members is None:
+            racks[rack] = [(node_id, fit)]
+        else:
+            members.append((node_id, fit))
+    for rack in sorted(racks):
+        members = racks[rack]
         if not rack or sum(fit for _, fit in members) < workers:
             continue
         in_rack = _greedy(members, workers)
-        if len(in_rack) <= len(fewest) and (best is fewest or len(in_rack) < len(best)):
-            best = in_rack
-    return best
+        if len(in_rack) <= len(fewest):
+            # The first rack (by name) that costs no extra node: no rack needs fewer
+            # nodes than the whole cluster (see fewest_nodes_by_counts).
+            return in_rack
+    return fewest
 
 
 def fewest_nodes_by_counts(
@@ -129,8 +137,11 @@ def fewest_nodes_by_counts(
     assert global_count is not None, "the caller checked that the job fits"
     chosen: str | None = None
     best = global_count
+    need = gpus_per_worker * workers
     for rack in free.racks():
-        if not rack:
+        # A rack with fewer free GPUs than the job needs cannot hold it: skipped without
+        # a walk of its buckets (most racks of a busy cluster).
+        if not rack or free.rack_free_gpus(rack) < need:
             continue
         count = _nodes_needed(free.nodes_by_free(rack), gpus_per_worker, workers)
         # As in fewest_nodes: the first rack (by name) that costs no extra node, then

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from policies.capacity import FreeCapacity
@@ -194,3 +196,58 @@ def test_capacity_counts_the_gpus_cpus_and_memory_running_jobs_hold() -> None:
     assert free.free_cpus("n0") == 16 - 2 * 4 - 2
     assert free.free_memory_gb("n0") == 64 - 2 * 10
     assert list(free.nodes_with_free(1)) == ["n0", "n1"]
+
+
+def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_releases() -> None:
+    # Room and the candidate list read per-node arrays kept beside the per-node dicts;
+    # after any mix of holds, takes and releases they must say what asking every node
+    # one by one (workers_fitting) says, and each rack's free count what its nodes hold.
+    rng = random.Random(7)
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=rng.choice((4, 8)),
+            cpus=rng.choice((8, 16, 32)),
+            memory_gb=rng.choice((32.0, 64.0, 128.0)),
+            gpu_memory_gb=rng.choice((16.0, 32.0)),
+            topology={"rack": f"r{i % 3}"},
+        )
+        for i in range(12)
+    ]
+    # A running job that overcommits a node's CPUs: room there must not go negative.
+    hog = running("hog", {"n0": (0,)}, cpus_per_worker=64.0)
+    free = FreeCapacity.for_training(snap(nodes, [hog]))
+    free.take_held([(hog, hog.placement)])
+    shapes = [
+        {"gpus_per_worker": g, "cpus_per_worker": c, "memory_gb_per_worker": m, "gpu_memory_gb": gm}
+        for g in (1, 2, 4)
+        for c in (0.0, 1.5, 6.0)
+        for m in (0.0, 10.0)
+        for gm in (0.0, 24.0)
+    ]
+    held: list[tuple[Job, tuple[Assignment, ...]]] = []
+    for step in range(300):
+        shape = rng.choice(shapes)
+        probe = job(f"p{step}", **shape)
+        fits = {n: free.workers_fitting(n, probe) for n in free.node_ids()}
+        assert free.room(probe) == sum(f for f in fits.values() if f > 0)
+        candidates = free.candidate_nodes(probe)
+        assert dict(candidates) == {n: f for n, f in fits.items() if f > 0}
+        assert [free.free_count(n) for n, _ in candidates] == sorted(
+            (free.free_count(n) for n, _ in candidates), reverse=True
+        )
+        for rack in free.racks():
+            members = [n for n in free.node_ids() if free.rack_of(n) == rack]
+            assert free.rack_free_gpus(rack) == sum(free.free_count(n) for n in members)
+        if held and rng.random() < 0.3:
+            gone, placement = held.pop(rng.randrange(len(held)))
+            free.release(gone, placement)
+        elif candidates:
+            node_id, fit = rng.choice(candidates)
+            workers = rng.randint(1, fit)
+            gpus = list(free.free_gpus(node_id))
+            # Not always the lowest indices: both ways of taking must keep the arrays right.
+            picked = tuple(sorted(rng.sample(gpus, workers * probe.gpus_per_worker)))
+            placement = (Assignment(node_id=node_id, gpu_indices=picked),)
+            free.take(probe, placement)
+            held.append((probe, placement))
