@@ -8,7 +8,9 @@ policy can never give a GPU twice.
 
 Nodes are bucketed by their count of free GPUs, so "the fullest node that still
 fits g GPUs" costs O(max GPUs per node), not O(nodes): decisions stay cheap on
-snapshots with hundreds of nodes and thousands of jobs.
+snapshots with hundreds of nodes and thousands of jobs. The free GPUs, CPUs and
+memory of every node are also kept as arrays, so what each node could take of a
+job with CPU or memory needs is computed for all nodes at once.
 """
 
 from __future__ import annotations
