@@ -24,7 +24,9 @@ at which it ran in the trace, is the product of independent factors:
 * **machine variation** — each node has a speed factor drawn once per seed,
   log-normal with median 1 and the median per-job coefficient of variation of
   `pai_worker_minibatch_cov.csv`; a synchronous job runs at its slowest node's
-  factor;
+  factor. Optionally (`PerfOptions.machine_rack_share`) part of the variance is
+  shared by the nodes of a rack, as slowdowns from a rack's network, power and
+  cooling are; the total spread stays the measured one;
 * **restart cost** — a job restarted after a preemption or a resize makes no
   progress for `restart_overheads.json` seconds (Sia's per-model values, else
   Pollux's 30 s); the first start costs nothing (the trace's duration already
@@ -348,7 +350,16 @@ class PerfOptions:
     locality: bool = True
     parameter_servers: bool = True
     machine_variation: bool = True
+    machine_rack_share: float = 0.0
+    """Share of the log-variance of node speed that nodes of one rack (or switch) have in
+    common; the rest is each node's own. 0 (the default): nodes vary independently."""
     restarts: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.machine_rack_share <= 1.0:
+            raise ValueError(
+                f"machine_rack_share must be in [0, 1], got {self.machine_rack_share!r}"
+            )
 
     @classmethod
     def for_mode(cls, mode: PerfMode) -> PerfOptions:
@@ -375,6 +386,43 @@ class JobShape:
     ps: int = 0
 
 
+def machine_factors(
+    nodes: Sequence[Node], cov: float, rack_share: float, seed: int
+) -> dict[str, float]:
+    """Each node's speed factor: log-normal, median 1, coefficient of variation `cov`.
+
+    The log-factor is the sum of a component shared by the node's rack (or switch;
+    `Node.topology.rack`, a node with none is a rack of its own) and the node's own,
+    with variances `rack_share·σ²` and `(1 − rack_share)·σ²`, `σ² = log(1 + cov²)`:
+    the spread over all nodes is the measured one whatever the split. Real slowdowns
+    are shared by machines of one rack (its network, power and cooling) or one batch of
+    hardware, which is what lets a scheduler learn an unseen machine from its
+    neighbours. The nodes' own draws are the same stream for every split, so
+    `rack_share = 0` gives exactly the independent factors of earlier versions.
+    """
+    # Log-normal with median 1: a typical machine runs the trace's speed.
+    sigma = math.sqrt(math.log1p(cov**2))
+    own = math.sqrt(1.0 - rack_share) * sigma
+    shared = math.sqrt(rack_share) * sigma
+    rng = np.random.default_rng([seed, 0x5EED])
+    draws = rng.standard_normal(len(nodes))
+    rack_of = {n.id: n.topology.rack or f"node:{n.id}" for n in nodes}
+    rack_draw: dict[str, float] = {}
+    if rack_share > 0:
+        racks = list(dict.fromkeys(rack_of[n.id] for n in nodes))
+        rack_rng = np.random.default_rng([seed, 0x5EED, 0x7AC])
+        rack_draw = dict(
+            zip(racks, (float(z) for z in rack_rng.standard_normal(len(racks))), strict=True)
+        )
+    factors: dict[str, float] = {}
+    for node, z in zip(nodes, draws, strict=True):
+        log_factor = own * float(z)
+        if rack_share > 0:
+            log_factor += shared * rack_draw[rack_of[node.id]]
+        factors[node.id] = math.exp(log_factor)
+    return factors
+
+
 @dataclass
 class ClusterPerf:
     """The model bound to one cluster and seed: node speeds, reference type, calibrations."""
@@ -395,12 +443,9 @@ class ClusterPerf:
         self.node_gpus = {n.id: n.gpus for n in self.nodes}
         self.node_factor = {n.id: 1.0 for n in self.nodes}
         if self.options.machine_variation and self.tables.machine_cov > 0:
-            # Log-normal with median 1: a typical machine runs the trace's speed.
-            sigma = math.sqrt(math.log1p(self.tables.machine_cov**2))
-            rng = np.random.default_rng([self.seed, 0x5EED])
-            draws = rng.standard_normal(len(self.nodes))
-            for node, z in zip(self.nodes, draws, strict=True):
-                self.node_factor[node.id] = math.exp(sigma * float(z))
+            self.node_factor = machine_factors(
+                self.nodes, self.tables.machine_cov, self.options.machine_rack_share, self.seed
+            )
 
     def family(self, name: str) -> FamilyPerf:
         return self.tables.family(name)

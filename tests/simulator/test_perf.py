@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from policies.model import Assignment
@@ -18,6 +19,7 @@ from simulator.perf import (
     PerfOptions,
     bind_cluster,
     load_perf_tables,
+    machine_factors,
 )
 from simulator.synthetic import SyntheticSpec, generate
 from simulator.workload import WorkloadOptions, make_jobs
@@ -49,6 +51,34 @@ def test_machine_variation_scales_a_solo_job_by_its_node_speed() -> None:
     factors = list(sim.model.node_factor.values())
     assert len(set(factors)) == len(factors)
     assert all(0.5 < f < 2 for f in factors)
+
+
+def test_rack_share_zero_keeps_the_independent_factors() -> None:
+    nodes = cluster(group(12, 4, "V100", rack_size=4)).build_nodes()
+    sigma = math.sqrt(math.log1p(0.1**2))
+    draws = np.random.default_rng([3, 0x5EED]).standard_normal(len(nodes))
+    expected = {n.id: math.exp(sigma * float(z)) for n, z in zip(nodes, draws, strict=True)}
+    assert machine_factors(nodes, 0.1, 0.0, 3) == expected
+
+
+def test_rack_shared_factors_keep_the_spread_and_correlate_within_a_rack() -> None:
+    # 400 racks of 2 nodes: the log factors' variance is the measured one, and two
+    # nodes of one rack covary by the shared part of it.
+    nodes = cluster(group(800, 4, "V100", rack_size=2)).build_nodes()
+    cov, share = 0.1, 0.6
+    logs = np.log([machine_factors(nodes, cov, share, 11)[n.id] for n in nodes])
+    sigma2 = math.log1p(cov**2)
+    assert logs.var() == pytest.approx(sigma2, rel=0.15)
+    pairs = logs.reshape(-1, 2)
+    within = float(np.mean((pairs[:, 0] - pairs[:, 0].mean()) * (pairs[:, 1] - pairs[:, 1].mean())))
+    assert within / sigma2 == pytest.approx(share, abs=0.15)
+    assert machine_factors(nodes, cov, share, 11) == machine_factors(nodes, cov, share, 11)
+    assert machine_factors(nodes, cov, share, 11) != machine_factors(nodes, cov, share, 12)
+
+
+def test_rack_share_outside_the_unit_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match="machine_rack_share"):
+        PerfOptions(machine_rack_share=1.5)
 
 
 def test_derived_constants_follow_the_shared_tables() -> None:
