@@ -33,8 +33,8 @@ from policies.profiles import PolicyChoice, Profile  # noqa: E402
 from scripts.results_sections import splice  # noqa: E402
 from simulator.cluster import load_cluster  # noqa: E402
 from simulator.paths import clusters_dir  # noqa: E402
-from simulator.perf import PerfOptions, bind_cluster, load_perf_tables  # noqa: E402
-from training.dual_agent.episodes import CLUSTER, held_out_episodes  # noqa: E402
+from simulator.perf import bind_cluster, load_perf_tables  # noqa: E402
+from training.dual_agent.episodes import CLUSTER, held_out_episodes, perf_options  # noqa: E402
 from training.dual_agent.evaluation import decider, score  # noqa: E402
 
 JCT_WEIGHT = 2.0
@@ -161,7 +161,7 @@ def gp_error(seeds: int, rounds: tuple[int, ...] = (0, 1, 4, 16, 64)) -> list[st
     sigma = math.sqrt(math.log1p(tables.machine_cov**2))
     errors: dict[int, tuple[list[float], list[float]]] = {r: ([], []) for r in rounds}
     for seed in range(seeds):
-        truth = bind_cluster(tables, PerfOptions(), nodes, "V100", seed).node_factor
+        truth = bind_cluster(tables, perf_options(), nodes, "V100", seed).node_factor
         held_out = {n.id for i, n in enumerate(nodes) if i % 3 == 2}
         rng = np.random.default_rng(seed)
         state = None

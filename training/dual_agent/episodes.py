@@ -9,12 +9,20 @@ all), so ordering would have nothing to learn: the episodes use a third of each
 node group (3 machines of each type, 36 GPUs), where Tiresias keeps about 0.7 of
 the GPUs busy, the load the cluster file asks for (its `sizing`). The machines'
 speed variation is drawn per episode seed, so no episode teaches
-machine identities: the GP must learn them online. Training, validation and
-held-out windows are disjoint.
+machine identities: the GP must learn them online. Half of the variance of a
+machine's log speed is shared with its rack (`RACK_SHARE`,
+:func:`simulator.perf.machine_factors`; in `hetero-gavel.json` each node group is
+one rack of 9), the other half is the machine's own: the similarity the RWGP's
+machine graph is there to exploit. Training, validation and held-out windows are
+disjoint.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from simulator.core import SimOptions, Simulation
+from simulator.perf import PerfOptions
 from training.dl2.episodes import EpisodeSpec
 
 TRACE = "philly.2w-2017-10-02.csv"
@@ -23,11 +31,34 @@ CLUSTER = "hetero-gavel.json"
 
 CLUSTER_FRACTION = 1 / 3
 
+RACK_SHARE = 0.5
+"""Share of machine speed variance common to a rack (ours: the PAI data has no
+per-host or per-rack column to derive it from; docs/dual-agent.md)."""
+
+
+def perf_options() -> PerfOptions:
+    """The performance model of the dual agent's episodes: rack-correlated machines."""
+    return PerfOptions(machine_rack_share=RACK_SHARE)
+
+
+@dataclass(frozen=True)
+class HeteroEpisode(EpisodeSpec):
+    """An episode whose machines' speed factors are correlated within a rack."""
+
+    def simulation(self) -> Simulation:
+        return Simulation(
+            self.job_specs(),
+            self.cluster_spec(),
+            perf=perf_options(),
+            options=SimOptions(record_timeseries=False),
+            seed=self.seed,
+        )
+
 
 def window(
     start: int, jobs: int, seed: int, cluster_fraction: float = CLUSTER_FRACTION
 ) -> EpisodeSpec:
-    return EpisodeSpec(
+    return HeteroEpisode(
         trace=TRACE,
         cluster=CLUSTER,
         start=start,
