@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 from pettingzoo.test import parallel_api_test
 
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dual_agent.env import DualAgentEnv
-from training.dual_agent.episodes import window
+from training.dual_agent.episodes import RACK_SHARE, window
 from training.dual_agent.evaluation import decider
 from training.dual_agent.gp_fit import fit_gp
-from training.dual_agent.mappo import MappoArgs, train_mappo
+from training.dual_agent.mappo import (
+    ATTAINED,
+    WAITING,
+    MappoArgs,
+    least_attained_first,
+    train_mappo,
+)
 
 TINY = window(start=0, jobs=12, seed=3, cluster_fraction=0.12)
 """One machine of each GPU type: jobs queue, so both agents have choices."""
@@ -68,3 +76,40 @@ def test_fitting_the_gp_lowers_the_negative_marginal_likelihood() -> None:
     assert len(losses) == 15
     assert losses[-1] < losses[0]
     assert all(np.isfinite(losses))
+
+
+def test_training_one_agent_alone_leaves_the_other_unchanged() -> None:
+    model = DualAgentModel.initial(seed=0)
+    initial = DualAgentModel.initial(seed=0)
+
+    train_mappo(
+        model,
+        [TINY],
+        MappoArgs(
+            seed=4, updates=1, epochs=1, train_ordering=False, fixed_ordering="least-attained"
+        ),
+    )
+
+    assert torch.equal(model.ordering.score2.weight, initial.ordering.score2.weight)
+    assert not torch.equal(model.placement.risk, initial.placement.risk)
+
+
+def test_the_fixed_ordering_serves_least_attained_service_first_then_the_oldest() -> None:
+    env = DualAgentEnv(TINY, DualAgentModel.initial())
+    env.reset()
+    inputs = env.inputs
+    assert inputs is not None
+    jobs = np.zeros((4, inputs.jobs.shape[1]), dtype=np.float32)
+    jobs[:, ATTAINED] = [0.5, 0.0, 0.0, 0.2]
+    jobs[:, WAITING] = [0.0, 0.1, 0.9, 0.0]
+    shaped = dataclasses.replace(inputs, jobs=jobs, waiting=np.ones(4, dtype=bool))
+
+    order = least_attained_first(shaped, np.arange(4))
+
+    assert order.tolist() == [2, 1, 3, 0]
+
+
+def test_the_dual_agent_episodes_correlate_machines_within_a_rack() -> None:
+    sim = window(start=0, jobs=12, seed=5).simulation()
+
+    assert sim.perf_options.machine_rack_share == RACK_SHARE > 0

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.learned.dual_agent.features import CLUSTER_FEATURES, JOB_FEATURES
+from policies.learned.dual_agent.features import CLUSTER_FEATURES, JOB_FEATURES, JOB_SCALARS
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dl2.episodes import EpisodeSpec
 from training.dual_agent.env import MACHINE_OBS, DualAgentEnv, RoundInputs
@@ -64,6 +64,9 @@ class MappoArgs:
     """Dollars per job-hour in the shared reward (fee + weight × JCT)."""
     train_ordering: bool = True
     train_placement: bool = True
+    fixed_ordering: str = "model"
+    """How an ordering that is not trained acts: its network's scores (`model`) or least
+    attained service first (`least-attained`, Tiresias-like), for training placement alone."""
 
 
 class Critic(nn.Module):
@@ -143,10 +146,34 @@ def placement_std(model: DualAgentModel) -> torch.Tensor:
     return model.placement.log_temperature.exp().clamp(1e-3, 5.0)
 
 
+ATTAINED = JOB_SCALARS.index("log_attained_gpu_h")
+WAITING = JOB_SCALARS.index("log_waiting_h")
+
+
+def least_attained_first(inputs: RoundInputs, waiting: np.ndarray) -> np.ndarray:
+    """Tiresias's order without its queues: least attained service first, then the oldest."""
+    jobs = inputs.jobs[waiting]
+    keys = np.lexsort((-jobs[:, WAITING], jobs[:, ATTAINED]))
+    ordered: np.ndarray = waiting[keys]
+    return ordered
+
+
 def play(
-    env: DualAgentEnv, model: DualAgentModel, critic: Critic, rng: np.random.Generator
+    env: DualAgentEnv,
+    model: DualAgentModel,
+    critic: Critic,
+    rng: np.random.Generator,
+    *,
+    sample_ordering: bool = True,
+    sample_placement: bool = True,
+    fixed_ordering: str = "model",
 ) -> Rollout:
-    """One episode with both agents sampling; what the update needs, step by step."""
+    """One episode; what the update needs, step by step.
+
+    An agent being trained samples its action; one held fixed (trained separately)
+    acts as served: the placement by its mean preference, the ordering by its
+    scores, or least attained service first with `fixed_ordering="least-attained"`.
+    """
     rollout = Rollout()
     env.reset()
     done = False
@@ -157,12 +184,18 @@ def play(
         with torch.no_grad():
             scores = model.scores(torch.from_numpy(inputs.jobs), torch.from_numpy(inputs.cluster))
             waiting = np.flatnonzero(inputs.waiting)
-            keys = scores.numpy()[waiting] + rng.gumbel(size=len(waiting))
-            order = waiting[np.argsort(-keys, kind="stable")]
+            if not sample_ordering and fixed_ordering == "least-attained":
+                order = least_attained_first(inputs, waiting)
+            else:
+                keys = scores.numpy()[waiting]
+                if sample_ordering:
+                    keys = keys + rng.gumbel(size=len(waiting))
+                order = waiting[np.argsort(-keys, kind="stable")]
             lp_order = float(ordering_log_prob(scores, torch.from_numpy(order)))
             mean = placement_mean(model, inputs)
             std = placement_std(model)
-            preference = mean + std * torch.from_numpy(rng.standard_normal(len(mean))).float()
+            noise = rng.standard_normal(len(mean)) if sample_placement else np.zeros(len(mean))
+            preference = mean + std * torch.from_numpy(noise).float()
             lp_place = float(_normal_log_prob(mean, std, preference).sum())
             value = float(critic(torch.from_numpy(global_state(inputs))))
         action_scores = np.full(env.max_jobs, -1e9, dtype=np.float32)
@@ -231,7 +264,17 @@ def train_mappo(
             spec = episodes[played % len(episodes)]
             played += 1
             env = DualAgentEnv(spec, model, jct_weight=args.jct_weight)
-            rollouts.append(play(env, model, critic, rng))
+            rollouts.append(
+                play(
+                    env,
+                    model,
+                    critic,
+                    rng,
+                    sample_ordering=args.train_ordering,
+                    sample_placement=args.train_placement,
+                    fixed_ordering=args.fixed_ordering,
+                )
+            )
         batch = [
             (step, a, t)
             for r in rollouts

@@ -35,6 +35,7 @@ def train_dual_agent(
     on_progress: Progress | None = None,
     train_ordering: bool = True,
     train_placement: bool = True,
+    fixed_ordering: str = "model",
 ) -> RunResult:
     """A candidate from the incumbent's weights (or fresh ones), judged on held-out episodes."""
     report = on_progress or (lambda _stage, _fraction: None)
@@ -64,6 +65,7 @@ def train_dual_agent(
                 jct_weight=budget.jct_weight,
                 train_ordering=train_ordering,
                 train_placement=train_placement,
+                fixed_ordering=fixed_ordering,
             ),
             on_update=lambda row: report("rl", (row["update"] + 1) / max(1, budget.updates)),
         )
