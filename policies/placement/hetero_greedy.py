@@ -7,8 +7,10 @@ table of `shared/perf/gavel_throughput.csv`) and each machine's price, ranks the
 machines that can take a worker by speed per dollar, and fills them in that order.
 It knows nothing of machine-to-machine variation: that is what RWGP learns.
 
-The plan (shared with :mod:`policies.placement.rwgp`): the best-ranked machine
-that holds the whole job, unless filling machines in rank order reaches a better
+The plan (shared with :mod:`policies.placement.rwgp`): one GPU type when one has
+room (a job spanning types runs at the slowest and pays for the dearest); within
+it, the best-ranked machine that holds the whole job, unless filling machines in
+rank order reaches a better
 worst machine after the spread penalty (a synchronous job runs at its slowest
 worker, and a job spread over machines pays for it in communication; Gavel's
 measurements in `shared/perf/locality_slowdown.csv`). Among equally ranked
@@ -18,7 +20,7 @@ machines, the tightest fit first, leaving large holes for large jobs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,11 +55,42 @@ def ranked_plan(
     score: Mapping[str, float],
     spread_penalty: float,
 ) -> list[tuple[str, int]] | str:
-    """(node, workers) picks by `score` (higher is better), or why the job does not fit."""
+    """(node, workers) picks by `score` (higher is better), or why the job does not fit.
+
+    A job takes one GPU type when one has room: a synchronous job spanning types runs
+    at its slowest type while paying for the dearer one's GPUs, which no per-machine
+    score sees (Gavel gives a job one type for the same reason). Among the types with
+    room, the plan with the best worst machine wins. Only when no type has room on its
+    own are types mixed, by rank.
+    """
     candidates = free.candidate_nodes(job)
     room = sum(fit for _, fit in candidates)
     if room < workers:
         return not_enough_room(job, workers, room)
+    by_type: dict[str, list[tuple[str, int]]] = {}
+    for node_id, fit in candidates:
+        by_type.setdefault(free.node(node_id).gpu_type, []).append((node_id, fit))
+    best: tuple[float, list[tuple[str, int]]] | None = None
+    for same_type in by_type.values():
+        if sum(fit for _, fit in same_type) < workers:
+            continue
+        plan = _plan(same_type, workers, free, score, spread_penalty)
+        value = min(score[n] for n, _ in plan) + (math.log(spread_penalty) if len(plan) > 1 else 0)
+        if best is None or value > best[0]:
+            best = (value, plan)
+    if best is not None:
+        return best[1]
+    return _plan(candidates, workers, free, score, spread_penalty)
+
+
+def _plan(
+    candidates: Sequence[tuple[str, int]],
+    workers: int,
+    free: FreeCapacity,
+    score: Mapping[str, float],
+    spread_penalty: float,
+) -> list[tuple[str, int]]:
+    """The best machine that holds the job, or the machines in rank order if better."""
     position = {node_id: i for i, (node_id, _) in enumerate(candidates)}
     ranked = sorted(candidates, key=lambda c: (-score[c[0]], free.free_count(c[0]), position[c[0]]))
     single = next((node_id for node_id, fit in ranked if fit >= workers), None)

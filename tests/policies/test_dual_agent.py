@@ -252,6 +252,18 @@ def test_the_hetero_greedy_baseline_takes_the_most_speed_per_dollar() -> None:
     assert [a.node_id for a in decision.placement[0].assignments] == ["p100-0"]
 
 
+def test_a_job_that_one_gpu_type_can_hold_does_not_span_types() -> None:
+    # 6 GPUs. Filling by speed per dollar would take the one P100 machine (4 GPUs)
+    # and top it up on a V100: P100 speed at partly V100 prices. Two V100s hold it.
+    nodes = [n for n in hetero_nodes(2) if n.id != "p100-1"]
+    speeds = {"V100": 1.0, "P100": 0.6, "K80": 0.1}
+    snapshot = snap(nodes, [job("a", workers=6, gpus_per_worker=1, gpu_type_speed=speeds)])
+    registry = build_registry()
+    decision = Pipeline.build(load_profiles(registry)["hetero-greedy"], registry).decide(snapshot)
+
+    assert {a.node_id for a in decision.placement[0].assignments} == {"v100-0", "v100-1"}
+
+
 def test_a_slow_model_falls_back_and_says_so() -> None:
     snapshot = hetero_snapshot()
     registry = build_registry()
