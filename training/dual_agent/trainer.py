@@ -33,7 +33,7 @@ from training.registry import (
 class DualAgentBudget(TrainingBudget):
     """How much one dual-agent retraining may do; the defaults are the shipped model's run."""
 
-    updates: int = Field(default=24, ge=0, le=10_000, description="MAPPO updates (0: none).")
+    updates: int = Field(default=12, ge=0, le=10_000, description="MAPPO updates (0: none).")
     held_out_episodes: int = Field(
         default=3, ge=1, le=5, description="Episodes of the verdict against the active version."
     )
@@ -41,7 +41,7 @@ class DualAgentBudget(TrainingBudget):
     epochs: int = Field(default=4, ge=1, le=100, description="PPO epochs per update.")
     jobs: int = Field(default=60, ge=2, le=5000, description="Jobs per simulated episode.")
     gp_fit_episodes: int = Field(
-        default=3, ge=0, le=12, description="Episodes whose feedback fits the GP (0: none)."
+        default=2, ge=0, le=12, description="Episodes whose feedback fits the GP (0: none)."
     )
     gp_fit_steps: int = Field(default=40, ge=0, le=10_000, description="Adam steps of the fit.")
     jct_weight: float = Field(
