@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility (se
 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
 	$(BIN)/python scripts/evidence_peers.py
+
+results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, ideal) and ITP cluster04 over 3 seeds (~6 min)
+	$(BIN)/python scripts/evidence_tiresias.py
 
 results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
 	$(BIN)/python scripts/evidence_aryl.py

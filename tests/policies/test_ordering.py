@@ -161,8 +161,8 @@ def test_tiresias_demotes_a_job_past_its_queue_threshold() -> None:
     snapshot = snap(
         [node("n0")],
         [
-            job("served", submit_time=0, attained_service_gpu_s=3250),
-            job("almost", submit_time=1, attained_service_gpu_s=3249),
+            job("served", submit_time=0, attained_service_gpu_s=18_000),
+            job("almost", submit_time=1, attained_service_gpu_s=17_999),
             job("new", submit_time=2),
         ],
         now=3000,
@@ -199,6 +199,10 @@ def test_tiresias_uses_one_queue_per_threshold_and_one_more() -> None:
     assert [policy.queue(ctx(snapshot), j) for j in snapshot.jobs] == [0, 1, 2]
 
 
+SHORT_THRESHOLD = (3250.0,)
+"""The authors' simulator's threshold: the starvation cases below are sized on it."""
+
+
 def _starving() -> Snapshot:
     # "starved" ran 1,000 s long ago and has waited 99,000 s since submission:
     # more than 10 x its executed time, so the guard lifts it out of queue 1.
@@ -220,7 +224,9 @@ def test_tiresias_starvation_guard_promotes_a_long_waiting_job() -> None:
 
 
 def test_tiresias_starvation_guard_can_be_turned_off() -> None:
-    assert order("tiresias", _starving(), starvation_factor=0) == ["fresh", "starved"]
+    assert order(
+        "tiresias", _starving(), starvation_factor=0, queue_thresholds_gpu_s=SHORT_THRESHOLD
+    ) == ["fresh", "starved"]
 
 
 def test_tiresias_does_not_promote_a_job_that_has_not_waited_long_enough() -> None:
@@ -229,7 +235,8 @@ def test_tiresias_does_not_promote_a_job_that_has_not_waited_long_enough() -> No
         "recent", submit_time=60_000, executed_time_s=5000, attained_service_gpu_s=9e3
     )
     snapshot = snap([node("n0")], [recent], now=100_000)
-    assert Tiresias(TiresiasParams()).queue(ctx(snapshot), recent) == 1
+    policy = Tiresias(TiresiasParams(queue_thresholds_gpu_s=SHORT_THRESHOLD))
+    assert policy.queue(ctx(snapshot), recent) == 1
 
 
 def test_tiresias_preempts_a_job_in_a_lower_queue() -> None:
@@ -267,7 +274,7 @@ def test_tiresias_remembers_a_promotion_with_the_counters_it_resets() -> None:
 
 
 def test_tiresias_keeps_a_promoted_job_on_top_until_it_earns_the_first_threshold_again() -> None:
-    policy = Tiresias(TiresiasParams())  # threshold 3,250 GPU-s
+    policy = Tiresias(TiresiasParams(queue_thresholds_gpu_s=SHORT_THRESHOLD))
     promoted_at: list[JsonValue] = [8000.0, 1000.0, 99_000.0]
     # Since the promotion it ran 300 s on 8 GPUs (2,400 GPU-s): still the top queue,
     # though its totals alone (10,400 GPU-s, 99,000 s waited vs 1,300 s run) no longer
@@ -284,7 +291,7 @@ def test_tiresias_keeps_a_promoted_job_on_top_until_it_earns_the_first_threshold
 
 
 def test_tiresias_promotes_again_only_after_waiting_the_factor_times_its_new_run() -> None:
-    policy = Tiresias(TiresiasParams())
+    policy = Tiresias(TiresiasParams(queue_thresholds_gpu_s=SHORT_THRESHOLD))
     promoted_at: list[JsonValue] = [8000.0, 1000.0, 99_000.0]
     # 500 s run since the promotion; then pending for 4,000 s (< 10 x 500): not yet.
     waiting = job("starved", submit_time=0, executed_time_s=1500, attained_service_gpu_s=12_000)
