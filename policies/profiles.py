@@ -265,6 +265,20 @@ def _dispatch_profiles(choice: Callable[..., PolicyChoice]) -> list[Profile]:
     ]
 
 
+def dispatch_profile_names() -> frozenset[str]:
+    """The built-in profiles that exist to answer POST /v1/dispatch.
+
+    Their decide stages are the defaults, the same as `fifo`'s, so a comparison of
+    scheduling profiles leaves them out.
+    """
+    return frozenset(
+        profile.name
+        for profile in _dispatch_profiles(
+            lambda name, **params: PolicyChoice(name=name, params=params)
+        )
+    )
+
+
 def check_profile(profile: Profile, registry: Registry) -> None:
     """Raise ProfileError unless every policy and parameter of `profile` is known."""
     choices = [(stage, profile.choice(stage)) for stage in Stage]
