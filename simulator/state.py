@@ -124,25 +124,8 @@ def start_state(
             if job.model in known
             else random.Random(f"{seed}/model/{job.id}").choice(families)
         )
-        jobs.append(
-            JobSpec(
-                index=len(jobs),
-                id=job.id,
-                tenant=job.tenant,
-                submit_time=0.0,
-                duration_s=max(left, MIN_WORK_S),
-                gpus_per_worker=job.gpus_per_worker,
-                workers=job.workers,
-                min_workers=job.lo,
-                max_workers=job.hi,
-                scaling_rule=job.scaling_rule,
-                ps=job.ps,
-                max_ps=job.max_ps,
-                family=family,
-                estimate_s=max(left, MIN_WORK_S),
-                utility=job.utility,
-            )
-        )
+        work = max(left, MIN_WORK_S)
+        jobs.append(JobSpec.of_job(job, len(jobs), 0.0, work, family, work))
         on = [a.node_id in node_ids for a in job.placement]
         if job.state is JobState.RUNNING and on and all(on):
             placements[job.id] = tuple(

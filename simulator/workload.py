@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from policies.model import ScalingRule, SigmoidUtility, StepUtility, Utility
+from policies.model import Job, ScalingRule, SigmoidUtility, StepUtility, Utility
 from simulator.perf import FAMILY_SOURCES, GENERIC
 from simulator.traces import TraceJob
 
@@ -130,6 +130,32 @@ class JobSpec:
     family: str
     estimate_s: float
     utility: Utility | None
+
+    @classmethod
+    def of_job(  # noqa: PLR0917 - where it starts and runs is the caller's reading
+        cls, job: Job, index: int, submit_time: float, work_s: float, family: str, estimate_s: float
+    ) -> JobSpec:
+        """A snapshot's job as a simulated one: its shape (tenant, workers and their bounds,
+        scaling rule, parameter servers, utility) as the snapshot says; when it arrives,
+        how much work it has, its model family and the estimate schedulers see, as the
+        caller reads them (a run from the cluster's state, a logged window replayed)."""
+        return cls(
+            index=index,
+            id=job.id,
+            tenant=job.tenant,
+            submit_time=submit_time,
+            duration_s=work_s,
+            gpus_per_worker=job.gpus_per_worker,
+            workers=job.workers,
+            min_workers=job.lo,
+            max_workers=job.hi,
+            scaling_rule=job.scaling_rule,
+            ps=job.ps,
+            max_ps=job.max_ps,
+            family=family,
+            estimate_s=estimate_s,
+            utility=job.utility,
+        )
 
 
 def _stream(seed: int, option: str, job_id: str) -> random.Random:

@@ -181,22 +181,13 @@ def _job_specs(window: Sequence[Job], work_s: Mapping[str, float]) -> list[JobSp
     for index, job in enumerate(window):
         work = work_s[job.id]
         specs.append(
-            JobSpec(
-                index=index,
-                id=job.id,
-                tenant=job.tenant,
-                submit_time=job.submit_time - origin,
-                duration_s=work,
-                gpus_per_worker=job.gpus_per_worker,
-                workers=job.workers,
-                min_workers=job.lo,
-                max_workers=job.hi,
-                scaling_rule=job.scaling_rule,
-                ps=job.ps,
-                max_ps=job.max_ps,
-                family=simulated_family(job.model),
-                estimate_s=job.estimated_duration_s or work,
-                utility=job.utility,
+            JobSpec.of_job(
+                job,
+                index,
+                job.submit_time - origin,
+                work,
+                simulated_family(job.model),
+                job.estimated_duration_s or work,
             )
         )
     return specs
