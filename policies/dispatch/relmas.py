@@ -56,7 +56,7 @@ class RelmasParams(BaseModel):
     )
 
 
-class RelmasDispatch:
+class RelmasDispatch(weights.ServesModel[RelmasModel]):
     name: ClassVar[str] = "relmas"
     version: ClassVar[str] = "1"
     stage: ClassVar[Stage] = Stage.DISPATCH
@@ -76,8 +76,7 @@ class RelmasDispatch:
             shipped=shipped_model,
             what="RELMAS",
         )
-        self._model, self._model_version = served.model, served.version
-        self._unavailable = served.unavailable
+        self._serve(served)
 
     @classmethod
     def with_model(
@@ -85,16 +84,8 @@ class RelmasDispatch:
     ) -> RelmasDispatch:
         """A policy serving `model` as it is (no bytes round trip); for trainers and tests."""
         policy = cls(params or RelmasParams(use_shipped_model=False))
-        policy._model, policy._model_version, policy._unavailable = model, version, ""
+        policy._serve(weights.Served(model, version, ""))
         return policy
-
-    @property
-    def model_version(self) -> str:
-        return self._model_version
-
-    @property
-    def model(self) -> RelmasModel | None:
-        return self._model
 
     def dispatch(self, view: DispatchView) -> DispatchChoice:
         model = self._model

@@ -83,6 +83,31 @@ class Served(Generic[M]):
     """Why `model` is None (empty when it is not)."""
 
 
+class ServesModel(Generic[M]):
+    """What a learned policy keeps of the model it serves: the model, its version, and why
+    there is none. DL2's scaling, RELMAS's dispatch and the dual agent's two policies
+    inherit it, so none keeps its own copy of these three fields and their accessors."""
+
+    _model: M | None
+    _model_version: str
+    _unavailable: str
+
+    def _serve(self, served: Served[M]) -> None:
+        self._model, self._model_version, self._unavailable = (
+            served.model,
+            served.version,
+            served.unavailable,
+        )
+
+    @property
+    def model_version(self) -> str:
+        return self._model_version
+
+    @property
+    def model(self) -> M | None:
+        return self._model
+
+
 def served_model(
     blob: ModelBlob | None,
     *,

@@ -36,6 +36,7 @@ from policies.learned.models import (
     ModelBlob,
     ModelUnavailableError,
 )
+from policies.learned.weights import Served, ServesModel
 from policies.model import Job, JobState
 from policies.protocols import Context, Ordering
 
@@ -68,7 +69,7 @@ def job_scores(model: DualAgentModel, ctx: Context, jobs: Sequence[Job]) -> np.n
     )
 
 
-class DualAgentOrdering:
+class DualAgentOrdering(ServesModel[DualAgentModel]):
     name: ClassVar[str] = "dual_agent"
     version: ClassVar[str] = "1"
     stage: ClassVar[Stage] = Stage.ORDERING
@@ -84,23 +85,14 @@ class DualAgentOrdering:
 
     def __init__(self, params: DualAgentOrderingParams, model: ModelBlob | None = None) -> None:
         self.params = params
-        loaded = load(model, params.use_shipped_model)
-        self._model, self._model_version, self._unavailable = (
-            loaded.model,
-            loaded.version,
-            loaded.unavailable,
-        )
+        self._serve(load(model, params.use_shipped_model))
 
     @classmethod
     def with_model(cls, model: DualAgentModel, version: str = "in-memory") -> DualAgentOrdering:
         """A policy serving `model` as it is (no bytes round trip); for trainers and tests."""
         policy = cls(DualAgentOrderingParams(use_shipped_model=False))
-        policy._model, policy._model_version, policy._unavailable = model, version, ""
+        policy._serve(Served(model, version, ""))
         return policy
-
-    @property
-    def model_version(self) -> str:
-        return self._model_version
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         model = self._model

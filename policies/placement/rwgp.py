@@ -51,6 +51,7 @@ from policies.learned.models import (
     ModelBlob,
     ModelUnavailableError,
 )
+from policies.learned.weights import Served, ServesModel
 from policies.model import Job, Node, ThroughputObservation
 from policies.placement.hetero_greedy import MIN_PRICE, ranked_plan
 from policies.protocols import Context, PlacementOutcome
@@ -143,7 +144,7 @@ class _PosteriorCache(threading.local):
     value: Posterior | None = None
 
 
-class RwgpPlacement:
+class RwgpPlacement(ServesModel[DualAgentModel]):
     name: ClassVar[str] = "rwgp"
     version: ClassVar[str] = "1"
     stage: ClassVar[Stage] = Stage.PLACEMENT
@@ -161,12 +162,7 @@ class RwgpPlacement:
 
     def __init__(self, params: RwgpParams, model: ModelBlob | None = None) -> None:
         self.params = params
-        loaded = load(model, params.use_shipped_model)
-        self._model, self._model_version, self._unavailable = (
-            loaded.model,
-            loaded.version,
-            loaded.unavailable,
-        )
+        self._serve(load(model, params.use_shipped_model))
         self._cache = _PosteriorCache()
         self._session: GpSession | None = None
         if self._model is not None and params.use_gp:
@@ -178,12 +174,8 @@ class RwgpPlacement:
     ) -> RwgpPlacement:
         """A policy serving `model` as it is; for trainers and tests."""
         policy = cls((params or RwgpParams()).model_copy(update={"use_shipped_model": False}))
-        policy._model, policy._model_version, policy._unavailable = model, version, ""
+        policy._serve(Served(model, version, ""))
         return policy
-
-    @property
-    def model_version(self) -> str:
-        return self._model_version
 
     def learn(
         self, state: JsonValue | None, observations: Sequence[ThroughputObservation]

@@ -67,7 +67,7 @@ class Dl2Params(BaseModel):
     )
 
 
-class Dl2Scaling:
+class Dl2Scaling(weights.ServesModel[Dl2Model]):
     name: ClassVar[str] = "dl2"
     version: ClassVar[str] = "1"
     stage: ClassVar[Stage] = Stage.SCALING
@@ -89,8 +89,7 @@ class Dl2Scaling:
             shipped=shipped_model,
             what="DL2",
         )
-        self._model, self._model_version = served.model, served.version
-        self._unavailable = served.unavailable
+        self._serve(served)
 
     @classmethod
     def with_model(
@@ -98,16 +97,8 @@ class Dl2Scaling:
     ) -> Dl2Scaling:
         """A policy serving `model` as it is (no bytes round trip); for trainers and tests."""
         policy = cls(params or Dl2Params(use_shipped_model=False))
-        policy._model, policy._model_version, policy._unavailable = model, version, ""
+        policy._serve(weights.Served(model, version, ""))
         return policy
-
-    @property
-    def model_version(self) -> str:
-        return self._model_version
-
-    @property
-    def model(self) -> Dl2Model | None:
-        return self._model
 
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
         model = self._model
