@@ -78,7 +78,16 @@ def create_engine_for(url: str, **engine_options: Any) -> Engine:
     options: dict[str, Any] = {"json_deserializer": orjson.loads}
     if parsed.get_backend_name() == "sqlite":
         options["json_serializer"] = _sqlite_json_serializer
-        options["connect_args"] = {"check_same_thread": False, "timeout": 15}
+        # No statement cache: a cached SQLite statement keeps a copy of the values last
+        # bound to it until it is used again, and the log's multi-row INSERTs are one
+        # statement per batch size, so the cache held up to a hundred-odd batches of
+        # snapshots (hundreds of MB on large clusters) for the life of the process.
+        # Preparing a statement again costs microseconds against the insert itself.
+        options["connect_args"] = {
+            "check_same_thread": False,
+            "timeout": 15,
+            "cached_statements": 0,
+        }
         if _is_sqlite_memory(parsed):
             # One shared connection, or every thread would see its own empty database.
             options["poolclass"] = StaticPool

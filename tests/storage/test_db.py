@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import sqlite3
 import threading
 import time
 
@@ -82,3 +85,42 @@ def test_postgres_outage_fails_fast() -> None:
         pass
     engine.dispose()
     assert time.monotonic() - started < 2
+
+
+def _sqlite_library() -> ctypes.CDLL | None:
+    """The SQLite library Python's sqlite3 module uses, if ctypes reaches the same copy."""
+    name = ctypes.util.find_library("sqlite3")
+    if name is None:
+        return None
+    library = ctypes.CDLL(name)
+    library.sqlite3_libversion.restype = ctypes.c_char_p
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    if library.sqlite3_libversion().decode() != sqlite3.sqlite_version:
+        return None  # a different copy: its counters say nothing about this module's
+    return library
+
+
+def test_sqlite_keeps_no_copy_of_inserted_rows_after_the_insert(sqlite_url: str) -> None:
+    # The decision log inserts batches of 0.5-1 MB snapshots in one multi-row INSERT;
+    # each batch size is its own statement. A statement cache would keep the last values
+    # bound to each of them, so SQLite's memory grew with every new batch size seen.
+    library = _sqlite_library()
+    if library is None:
+        pytest.skip("SQLite is linked statically here: its memory counter is not reachable")
+    engine = create_engine_for(sqlite_url)
+    blob = b"x" * (512 << 10)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE big (id INTEGER PRIMARY KEY, body BLOB)"))
+        before = library.sqlite3_memory_used()
+        for rows in range(1, 13):  # 78 rows (39 MiB) in 12 statements of different shapes
+            values = ", ".join(f"(:b{i})" for i in range(rows))
+            with engine.begin() as connection:
+                connection.execute(
+                    text(f"INSERT INTO big (body) VALUES {values}"),
+                    {f"b{i}": blob for i in range(rows)},
+                )
+        held = library.sqlite3_memory_used() - before
+    finally:
+        engine.dispose()
+    assert held < 8 << 20, f"SQLite still holds {held >> 20} MiB after the inserts"
