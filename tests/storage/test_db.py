@@ -7,6 +7,7 @@ import ctypes.util
 import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -100,14 +101,14 @@ def _sqlite_library() -> ctypes.CDLL | None:
     return library
 
 
-def test_sqlite_keeps_no_copy_of_inserted_rows_after_the_insert(sqlite_url: str) -> None:
+def test_sqlite_keeps_no_copy_of_inserted_rows_after_the_insert(tmp_path: Path) -> None:
     # The decision log inserts batches of 0.5-1 MB snapshots in one multi-row INSERT;
     # each batch size is its own statement. A statement cache would keep the last values
     # bound to each of them, so SQLite's memory grew with every new batch size seen.
     library = _sqlite_library()
     if library is None:
         pytest.skip("SQLite is linked statically here: its memory counter is not reachable")
-    engine = create_engine_for(sqlite_url)
+    engine = create_engine_for(f"sqlite:///{tmp_path / 'big.db'}")
     blob = b"x" * (512 << 10)
     try:
         with engine.begin() as connection:
