@@ -15,8 +15,12 @@ duration. Here (the paper's details are not available; docs/dual-agent.md):
    risk attitude `κ` and the value of time `λ` learned jointly with the ordering
    agent (:class:`policies.learned.dual_agent.network.PlacementHead`).
 3. The job takes its GPUs in that order (:func:`policies.placement.hetero_greedy.ranked_plan`),
-   and the placement reports the predicted speed, its uncertainty and the price
-   in the decision's placement `details`.
+   unless the slowest machine of that plan would run it at under `θ` (the learned
+   patience) of its speed on the best GPU type the cluster has for it: then it
+   waits for a faster machine, up to `patience_max_wait_s` (ours: delay scheduling,
+   Zaharia et al., EuroSys 2010, applied to GPU types instead of data locality).
+4. The placement reports the predicted speed, its uncertainty and the price in the
+   decision's placement `details`.
 
 A missing or corrupt model, a non-finite ranking or a decision over the latency
 budget raises, and the profile's fallback (`consolidated`) answers and says so.
@@ -63,6 +67,68 @@ MAX_WEIGHT = 200.0
 so a machine whose speed changes (a failing fan, a new neighbour) is relearned (ours)."""
 
 
+PATIENCE_MAX_WAIT_S = 4 * 3600.0
+"""Longest a job waits for a faster GPU type before it takes a slower one (ours: a bound,
+as delay scheduling's, so a job is never kept off idle machines indefinitely; four hours
+is the longest job of the training episodes)."""
+
+TypeRoom = Mapping[str, tuple[tuple[int, float], ...]]
+"""Per GPU type, (GPUs, GPU memory in GB) of every machine training may use."""
+
+
+def type_room(nodes: Sequence[Node]) -> TypeRoom:
+    room: dict[str, list[tuple[int, float]]] = {}
+    for node in nodes:
+        room.setdefault(node.gpu_type, []).append((node.gpus, node.gpu_memory_gb))
+    return {gpu_type: tuple(machines) for gpu_type, machines in room.items()}
+
+
+def best_type_speed(job: Job, workers: int, room: TypeRoom) -> tuple[str, float]:
+    """The job's table speed on the fastest GPU type whose machines, all free, would hold
+    `workers` of its workers (the type and the speed; ("", 0) when none would)."""
+    best = ("", 0.0)
+    for gpu_type, machines in room.items():
+        fit = sum(
+            gpus // job.gpus_per_worker for gpus, memory in machines if memory >= job.gpu_memory_gb
+        )
+        speed = job.gpu_type_speed.get(gpu_type, 1.0)
+        if fit >= workers and speed > best[1]:
+            best = (gpu_type, speed)
+    return best
+
+
+def waits_for_faster(
+    job: Job,
+    workers: int,
+    *,
+    plan_log_speed: float,
+    room: TypeRoom,
+    patience: float,
+    waited_s: float,
+    max_wait_s: float,
+) -> str | None:
+    """Why the job rather waits than starts at `plan_log_speed` (its slowest machine's
+    predicted log speed), or None to start now.
+
+    A synchronous job runs at its slowest machine for as long as it runs: started on a
+    type several times slower, it holds those GPUs several times longer, paying for each
+    hour, while a faster machine often frees within minutes. The served policy and the
+    training environment both decide with this function.
+    """
+    if waited_s >= max_wait_s:
+        return None
+    best_type, best = best_type_speed(job, workers, room)
+    if best <= 0.0:
+        return None
+    relative = math.exp(plan_log_speed) / best
+    if relative >= patience:
+        return None
+    return (
+        f"waits for a faster machine: the free ones would run it at {relative:.0%} of its "
+        f"speed on {best_type} (patience {patience:.0%})"
+    )
+
+
 class RwgpParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -90,6 +156,14 @@ class RwgpParams(BaseModel):
     )
     max_machines: int = Field(
         default=2048, ge=1, description="Larger clusters fall back (the GP is O(n³) in machines)."
+    )
+    patience_max_wait_s: float = Field(
+        default=PATIENCE_MAX_WAIT_S,
+        ge=0,
+        description=(
+            "A job that has waited this long takes the machines it can get, however slow "
+            "(0: never wait for a faster GPU type)."
+        ),
     )
 
 
@@ -142,6 +216,7 @@ class _PosteriorCache(threading.local):
     nodes: tuple[Node, ...] | None = None
     state: object = None
     value: Posterior | None = None
+    room: TypeRoom | None = None
 
 
 class RwgpPlacement(ServesModel[DualAgentModel]):
@@ -150,7 +225,8 @@ class RwgpPlacement(ServesModel[DualAgentModel]):
     stage: ClassVar[Stage] = Stage.PLACEMENT
     summary: ClassVar[str] = (
         "A GP over machines (random-walk graph kernel) predicts speed; a learned risk "
-        "attitude ranks machines by speed per dollar."
+        "attitude ranks machines by speed per dollar, and a learned patience waits for "
+        "a faster GPU type."
     )
     source: ClassVar[str] = (
         "Xing et al., A Dual-Agent Scheduler for Distributed Deep Learning Jobs on Public "
@@ -221,8 +297,17 @@ class RwgpPlacement(ServesModel[DualAgentModel]):
             )
         if not (np.isfinite(value.mean).all() and np.isfinite(value.std).all()):
             raise InvalidActionError("the GP posterior is not finite")
+        if cache.nodes is None or cache.room is None or cache.nodes != tuple(nodes):
+            cache.room = type_room(nodes)
         cache.nodes, cache.state, cache.value = tuple(nodes), state, value
         return value
+
+    def type_room(self, ctx: Context) -> TypeRoom:
+        """:func:`type_room` of the decision's training machines (kept with the posterior)."""
+        self.posterior(ctx)
+        room = self._cache.room
+        assert room is not None
+        return room
 
     def machine_scores(
         self, ctx: Context, job: Job, nodes: Sequence[Node]
@@ -264,6 +349,19 @@ class RwgpPlacement(ServesModel[DualAgentModel]):
         used = [by_id[node_id] for node_id, _ in plan]
         # A synchronous job runs at its slowest worker: report that machine.
         slowest = min(used, key=lambda i: float(log_speed[i]))
+        model = self._model
+        assert model is not None
+        wait = waits_for_faster(
+            job,
+            workers,
+            plan_log_speed=float(log_speed[slowest]),
+            room=self.type_room(ctx),
+            patience=float(model.placement.patience.detach()[0]),
+            waited_s=ctx.snapshot.now - job.submit_time,
+            max_wait_s=self.params.patience_max_wait_s,
+        )
+        if wait is not None:
+            return PlacementOutcome(reason=wait)
         gpus = [count * job.gpus_per_worker for _, count in plan]
         details: dict[str, JsonValue] = {
             "predicted_speed": round(math.exp(float(log_speed[slowest])), 4),

@@ -10,6 +10,7 @@ import torch
 from msgspec.structs import replace as replace_struct
 
 from policies.engine import Pipeline
+from policies.learned import weights
 from policies.learned.dual_agent.features import (
     CLUSTER_FEATURES,
     JOB_FEATURES,
@@ -27,7 +28,7 @@ from policies.learned.dual_agent.gp import (
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.models import ModelBlob, ModelLoadError, StaticModels
 from policies.model import Node, Snapshot, ThroughputObservation, Topology
-from policies.placement.rwgp import STATE_KEY, learn_from, observations_of
+from policies.placement.rwgp import PATIENCE_MAX_WAIT_S, STATE_KEY, learn_from, observations_of
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from tests.policies.builders import job, node, running, snap
@@ -280,3 +281,52 @@ def test_a_slow_model_falls_back_and_says_so() -> None:
     assert decision.fallback is not None
     assert decision.fallback.policy == "tiresias"
     assert "over the budget of 0 ms" in decision.fallback.reason
+
+
+def _only_k80_free(model_speed_on_k80: float, now: float) -> Snapshot:
+    """V100 and P100 machines full; a job whose K80 speed is `model_speed_on_k80` of a V100."""
+    nodes = hetero_nodes(1)
+    busy = [running(f"busy-{n.id}", {n.id: (0, 1, 2, 3)}) for n in nodes if n.gpu_type != "K80"]
+    speeds = {"V100": 1.0, "P100": 0.7, "K80": model_speed_on_k80}
+    return snap(nodes, [job("a", gpu_type_speed=speeds), *busy], now=now)
+
+
+def _initial_model_pipeline() -> Pipeline:
+    """The dual agent serving fresh weights: patience at its initial 0.2."""
+    blob = ModelBlob("dual-agent", "initial", DualAgentModel.initial().to_bytes())
+    return dual_agent_pipeline(StaticModels({"dual-agent": blob}))
+
+
+def test_a_job_waits_rather_than_start_far_slower_than_its_best_gpu_type() -> None:
+    snapshot = _only_k80_free(0.1, now=60.0)
+
+    decision = _initial_model_pipeline().decide(snapshot, seed=0)
+
+    assert_valid_decision(snapshot, decision)
+    assert decision.fallback is None
+    assert not [entry for entry in decision.placement if entry.job_id == "a"]
+    (note,) = [n for n in decision.pending if n.job_id == "a"]
+    assert "waits for a faster machine" in note.reason
+
+
+def test_a_job_takes_a_slower_gpu_type_within_its_patience_or_after_the_longest_wait() -> None:
+    pipeline = _initial_model_pipeline()
+    within = _only_k80_free(0.3, now=60.0)
+    waited = _only_k80_free(0.1, now=PATIENCE_MAX_WAIT_S + 1.0)
+
+    for snapshot in (within, waited):
+        decision = pipeline.decide(snapshot, seed=0)
+        assert_valid_decision(snapshot, decision)
+        placed = [e for e in decision.placement if e.job_id == "a"]
+        assert [a.node_id for entry in placed for a in entry.assignments] == ["k80-0"]
+
+
+def test_a_model_saved_before_the_patience_existed_loads_and_never_waits() -> None:
+    model = DualAgentModel.initial()
+    tensors = {k: v for k, v in model._tensors().items() if "patience" not in k}
+    older = weights.dump(tensors, model.meta())
+
+    loaded = DualAgentModel.from_bytes(older)
+
+    assert float(loaded.placement.patience.detach()[0]) < 1e-9
+    assert torch.equal(loaded.placement.risk, model.placement.risk)

@@ -9,7 +9,10 @@ Two agents act in every scheduling round, at once (PettingZoo's `ParallelEnv`):
   of its log speed factor, its log price and its free share; its action is one
   preference per machine, to which each job adds the log of its table speed on
   the machine's GPU type, and the job takes its GPUs in that order
-  (:func:`policies.placement.hetero_greedy.ranked_plan`, the served plan).
+  (:func:`policies.placement.hetero_greedy.ranked_plan`, the served plan); one more
+  entry, last, is the log-odds of its patience `θ`: a job whose plan's slowest
+  machine would run it at under `θ` of its best GPU type's speed waits
+  (:func:`policies.placement.rwgp.waits_for_faster`, the served rule).
 
 Both get the same reward, the shared objective of Xing et al. (KDD 2023): minus the
 fee paid since the last round plus `jct_weight` dollars per job-hour spent in the
@@ -46,7 +49,15 @@ from policies.learned.dual_agent.network import DualAgentModel
 from policies.model import Job, JobState, Snapshot
 from policies.ordering.dual_agent import ranked_ids
 from policies.placement.hetero_greedy import MIN_PRICE, ranked_plan
-from policies.placement.rwgp import STATE_KEY, learn_from, observations_of
+from policies.placement.rwgp import (
+    PATIENCE_MAX_WAIT_S,
+    STATE_KEY,
+    TypeRoom,
+    learn_from,
+    observations_of,
+    type_room,
+    waits_for_faster,
+)
 from policies.profiles import load_profiles
 from policies.protocols import Context, NoParams, Ordering, PlacementOutcome
 from policies.registry import build_registry
@@ -96,19 +107,34 @@ class _ActionPlacement:
     source: ClassVar[str] = "training"
     Params: ClassVar[type[BaseModel]] = NoParams
 
-    def __init__(self, spread_penalty: float = 0.85) -> None:
+    def __init__(self, room: TypeRoom, spread_penalty: float = 0.85) -> None:
         self.preference: dict[str, float] = {}
+        self.mu: dict[str, float] = {}
+        """The GP's posterior mean log speed factor per machine, this round."""
+        self.patience = 0.0
+        self.room = room
         self.spread_penalty = spread_penalty
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
-        score = {
+        table = {
             node_id: math.log(max(job.gpu_type_speed.get(free.node(node_id).gpu_type, 1.0), 1e-6))
-            + self.preference.get(node_id, 0.0)
             for node_id, _ in free.candidate_nodes(job)
         }
+        score = {node_id: t + self.preference.get(node_id, 0.0) for node_id, t in table.items()}
         plan = ranked_plan(job, workers, free, score, self.spread_penalty)
         if isinstance(plan, str):
             return PlacementOutcome(reason=plan)
+        wait = waits_for_faster(
+            job,
+            workers,
+            plan_log_speed=min(table[n] + self.mu.get(n, 0.0) for n, _ in plan),
+            room=self.room,
+            patience=self.patience,
+            waited_s=ctx.snapshot.now - job.submit_time,
+            max_wait_s=PATIENCE_MAX_WAIT_S,
+        )
+        if wait is not None:
+            return PlacementOutcome(reason=wait)
         return PlacementOutcome(assignments=assignments_for(free, job, plan))
 
 
@@ -136,7 +162,7 @@ class DualAgentEnv(ParallelEnv):  # type: ignore[misc]
         self._index = {n.id: i for i, n in enumerate(self._nodes)}
         self._session = GpSession(self._nodes)
         self._ordering = _ActionOrdering()
-        self._placement = _ActionPlacement()
+        self._placement = _ActionPlacement(type_room(self._nodes))
         registry = build_registry()
         built = Pipeline.build(load_profiles(registry)["dual-agent"], registry)
         # No fallback: training must see a fault, never a heuristic's answer.
@@ -163,7 +189,7 @@ class DualAgentEnv(ParallelEnv):  # type: ignore[misc]
         }
         self._action_spaces = {
             "ordering": spaces.Box(-np.inf, np.inf, (max_jobs,), np.float32),
-            "placement": spaces.Box(-np.inf, np.inf, (n,), np.float32),
+            "placement": spaces.Box(-np.inf, np.inf, (n + 1,), np.float32),
         }
 
     # -- PettingZoo API -----------------------------------------------------------------------
@@ -203,6 +229,8 @@ class DualAgentEnv(ParallelEnv):  # type: ignore[misc]
         }
         preference = np.asarray(actions["placement"], dtype=np.float64)
         self._placement.preference = {n.id: float(preference[i]) for i, n in enumerate(self._nodes)}
+        # The last entry is the patience's log-odds (clipped: exp must stay finite).
+        self._placement.patience = 1.0 / (1.0 + math.exp(-float(np.clip(preference[-1], -60, 60))))
         outcome = self._pipeline.run(
             snapshot, state=self.state, seed=self._sim.round_seed(), decision_id="train"
         )
@@ -268,6 +296,7 @@ class DualAgentEnv(ParallelEnv):  # type: ignore[misc]
                 used[a.node_id] = used.get(a.node_id, 0) + len(a.gpu_indices)
         price = np.array([max(n.price_per_gpu_hour, MIN_PRICE) for n in self._nodes])
         free = np.array([(n.gpus - used.get(n.id, 0)) / max(1, n.gpus) for n in self._nodes])
+        self._placement.mu = {n.id: float(post.mean[i]) for i, n in enumerate(self._nodes)}
         self.inputs = RoundInputs(
             jobs=features,
             waiting=np.array([j.state is not JobState.RUNNING for j in jobs]),

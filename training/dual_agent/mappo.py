@@ -18,8 +18,10 @@ The actors' distributions (ours):
   scores as log-weights, sampled with Gumbel perturbations; its log-probability
   is `Σ_k [s_{o_k} − log Σ_{j ≥ k} e^{s_{o_j}}]`;
 * placement: a Gaussian around the served preference of each machine,
-  `μ + κσ − log(price + λ)`, with a learned standard deviation; `κ` and `λ`
-  (and the width) are the actor's parameters.
+  `μ + κσ − log(price + λ)`, with a learned standard deviation, and one more
+  Gaussian, with its own learned width, around the log-odds of the patience `θ`
+  (sampled once per round, for every job of the round); `κ`, `λ`, `θ` (and the
+  widths) are the actor's parameters.
 
 Rounds are events, so discounting runs on the simulated clock: `γ = e^{−Δt/H}`
 between consecutive rounds (as DL2's trainer does), with GAE(λ) advantages.
@@ -53,7 +55,7 @@ class MappoArgs:
     epochs: int = 4
     learning_rate: float = 3e-3
     placement_learning_rate: float = 3e-2
-    """The placement actor has three scalars (κ, λ, its width): a larger step suits them."""
+    """The placement actor has five scalars (κ, λ, θ, two widths): a larger step suits them."""
     clip: float = 0.2
     gae_lambda: float = 0.95
     horizon_s: float = 4 * 3600.0
@@ -131,19 +133,27 @@ def ordering_log_prob(scores: torch.Tensor, order: torch.Tensor) -> torch.Tensor
 
 
 def placement_mean(model: DualAgentModel, inputs: RoundInputs) -> torch.Tensor:
+    """The served action: each machine's preference, then the patience's log-odds."""
     head = model.placement
     mu = torch.from_numpy(inputs.mu).float()
     sigma = torch.from_numpy(inputs.sigma).float()
     price = torch.from_numpy(inputs.price).float()
-    return head.scores(mu, sigma, price)
+    return torch.cat([head.scores(mu, sigma, price), head.raw_patience])
 
 
 def _normal_log_prob(mean: torch.Tensor, std: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return -0.5 * ((value - mean) / std) ** 2 - torch.log(std) - 0.5 * math.log(2 * math.pi)
 
 
-def placement_std(model: DualAgentModel) -> torch.Tensor:
-    return model.placement.log_temperature.exp().clamp(1e-3, 5.0)
+def placement_std(model: DualAgentModel, machines: int) -> torch.Tensor:
+    """Per entry of the action: the machines' common width, then the patience's."""
+    head = model.placement
+    return torch.cat(
+        [
+            head.log_temperature.exp().clamp(1e-3, 5.0).expand(machines),
+            head.log_patience_width.exp().clamp(1e-3, 5.0),
+        ]
+    )
 
 
 ATTAINED = JOB_SCALARS.index("log_attained_gpu_h")
@@ -193,7 +203,7 @@ def play(
                 order = waiting[np.argsort(-keys, kind="stable")]
             lp_order = float(ordering_log_prob(scores, torch.from_numpy(order)))
             mean = placement_mean(model, inputs)
-            std = placement_std(model)
+            std = placement_std(model, len(inputs.mu))
             noise = rng.standard_normal(len(mean)) if sample_placement else np.zeros(len(mean))
             preference = mean + std * torch.from_numpy(noise).float()
             lp_place = float(_normal_log_prob(mean, std, preference).sum())
@@ -305,13 +315,15 @@ def train_mappo(
                     else:
                         if not args.train_placement:
                             continue
-                        std = placement_std(model)
+                        std = placement_std(model, len(inputs.mu))
                         new = _normal_log_prob(
                             placement_mean(model, inputs), std, torch.from_numpy(step.preference)
                         ).sum()
                         old = step.log_prob_placement
-                        # A Gaussian's entropy per dimension: ½ log(2πe σ²).
-                        entropy = entropy + 0.5 * torch.log(2 * math.pi * math.e * std**2).sum()
+                        # A Gaussian's entropy per dimension: ½ log(2πe σ²); one term for
+                        # the machines' common width, one for the patience's.
+                        widths = std[-2:]
+                        entropy = entropy + 0.5 * torch.log(2 * math.pi * math.e * widths**2).sum()
                     ratio = torch.exp(new - old)
                     clipped += int(abs(float(ratio.detach()) - 1.0) > args.clip)
                     policy_loss = policy_loss - torch.min(
@@ -336,6 +348,7 @@ def train_mappo(
             "clip_fraction": clip_fraction,
             "risk": float(model.placement.risk.detach()[0]),
             "time_value": float(model.placement.time_value.detach()[0]),
+            "patience": float(model.placement.patience.detach()[0]),
         }
         log.append(row)
         if on_update is not None:

@@ -104,6 +104,7 @@ def train_dual_agent(
         "gp_fit_loss": round(gp_losses[-1], 5) if gp_losses else None,
         "risk": round(float(candidate.placement.risk.detach()[0]), 4),
         "time_value_usd_per_gpu_h": round(float(candidate.placement.time_value.detach()[0]), 4),
+        "patience": round(float(candidate.placement.patience.detach()[0]), 4),
         **{f"{stage}_s": round(seconds, 3) for stage, seconds in timings.items()},
     }
     return RunResult(

@@ -13,7 +13,9 @@ The placement agent's learned parameters are few and interpretable (ours): a
 risk attitude `κ` (a machine's speed is judged at `μ + κσ` of its posterior: `κ < 0`
 is risk-averse, `κ > 0` optimistic) and a value of time `λ` in dollars per GPU-hour
 (a machine is ranked by predicted speed per `price + λ`, so `λ` trades fee against
-completion time). Both are trained jointly with the ordering network
+completion time) and a patience `θ` (a job waits rather than start on machines that
+would run it at under `θ` of the speed of the best GPU type the cluster has for it).
+All three are trained jointly with the ordering network
 (:mod:`training.dual_agent`).
 
 Saved as constructor parameters plus tensors (safetensors, the configuration in
@@ -21,6 +23,8 @@ the header), loaded without unpickling, as DL2's model is.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -77,19 +81,40 @@ class OrderingNetwork(nn.Module):
 
 
 class PlacementHead(nn.Module):
-    """The placement agent's learned attitude: risk `κ`, value of time `λ`, temperature."""
+    """The placement agent's learned attitude: risk `κ`, value of time `λ`, patience `θ`,
+    and the widths of the training distributions."""
+
+    INITIAL_PATIENCE = 0.2
+    """θ at the start of training (ours; docs/dual-agent.md, *patience*): a job waits rather
+    than run at under a fifth of the speed its best GPU type would give it."""
+    INITIAL_TIME_VALUE = 0.3
+    """λ at the start of training, $ per GPU-hour (ours; docs/dual-agent.md): near speed per
+    dollar, since the patience, not λ, keeps jobs off machines far too slow for them."""
+    NO_PATIENCE_LOGIT = -30.0
+    """θ ≈ 1e-13, i.e. never wait: what a model saved before `θ` existed decides with."""
 
     def __init__(self) -> None:
         super().__init__()
         self.risk = nn.Parameter(torch.tensor([-1.0]))
-        self.raw_time_value = nn.Parameter(torch.tensor([0.0]))
+        self.raw_time_value = nn.Parameter(
+            torch.tensor([math.log(math.expm1(self.INITIAL_TIME_VALUE))])
+        )
         self.log_temperature = nn.Parameter(torch.tensor([-2.0]))
         """Softness of the sampled ranking in training; serving takes the best machine."""
+        theta = self.INITIAL_PATIENCE
+        self.raw_patience = nn.Parameter(torch.tensor([math.log(theta / (1.0 - theta))]))
+        self.log_patience_width = nn.Parameter(torch.tensor([math.log(0.5)]))
+        """Spread of the sampled patience (in log-odds) in training; serving takes its centre."""
 
     @property
     def time_value(self) -> torch.Tensor:
         """λ ≥ 0, dollars per GPU-hour that one GPU-hour of a job's time is worth."""
         return nn.functional.softplus(self.raw_time_value)
+
+    @property
+    def patience(self) -> torch.Tensor:
+        """θ in (0, 1): the least share of its best GPU type's speed a job starts at."""
+        return torch.sigmoid(self.raw_patience)
 
     def scores(
         self, log_speed: torch.Tensor, std: torch.Tensor, price: torch.Tensor
@@ -213,6 +238,10 @@ class DualAgentModel:
                 for k, v in tensors.items()
                 if k.startswith(prefix + ".")
             }
+            if prefix == "placement" and part and "raw_patience" not in part:
+                # Saved before the patience existed: it never waited, and still does not.
+                part["raw_patience"] = torch.tensor([PlacementHead.NO_PATIENCE_LOGIT])
+                part["log_patience_width"] = torch.tensor([math.log(0.5)])
             weights.load_into(module, part, f"dual-agent ({prefix})")
         model.ordering.eval()
         return model
