@@ -128,10 +128,13 @@ def verdicts(runs: Runs, against: str = "dual-agent") -> list[str]:
 
     Each run is one (window, seed), played by every configuration; a difference is
     called lower or higher only when its mean exceeds twice its standard error, else a tie.
+    Beside it, in how many runs `against` was lower: a mean difference is at the mercy of
+    one window with a large fee, the count is not (descriptive only; the verdict is the
+    mean's).
     """
     rows = [
-        f"| {against} minus … | fee (USD) | | mean JCT (s) | |",
-        "|---|---|---|---|---|",
+        f"| {against} minus … | fee (USD) | | lower in | mean JCT (s) | | lower in |",
+        "|---|---|---|---|---|---|---|",
     ]
     ours = runs[against]
     for label, theirs in runs.items():
@@ -139,9 +142,12 @@ def verdicts(runs: Runs, against: str = "dual-agent") -> list[str]:
             continue
         fee = paired([f for f, _ in ours], [f for f, _ in theirs])
         jct = paired([j for _, j in ours], [j for _, j in theirs])
+        fee_lower = sum(a[0] < b[0] for a, b in zip(ours, theirs, strict=True))
+        jct_lower = sum(a[1] < b[1] for a, b in zip(ours, theirs, strict=True))
         rows.append(
             f"| {label} | {fee[0]:+,.1f} ± {fee[1]:,.1f} | {_word(*fee)} "
-            f"| {jct[0]:+,.0f} ± {jct[1]:,.0f} | {_word(*jct)} |"
+            f"| {fee_lower} of {len(ours)} "
+            f"| {jct[0]:+,.0f} ± {jct[1]:,.0f} | {_word(*jct)} | {jct_lower} of {len(ours)} |"
         )
     return rows
 
@@ -182,7 +188,8 @@ def section(
             "The runs differ far more between windows than between configurations, so the "
             "comparison is paired: every configuration plays the same runs, and below is the "
             "mean of the dual agent's per-run difference ± its standard error; a difference "
-            "within twice its standard error is a tie.",
+            "within twice its standard error is a tie. *Lower in* counts the runs in which "
+            "the dual agent's figure was the lower one (descriptive: the verdict is the mean's).",
             "",
             *verdicts(runs),
             "",
@@ -267,7 +274,7 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=60)
     parser.add_argument(
