@@ -117,6 +117,11 @@ def waits_for_faster(
     """
     if waited_s >= max_wait_s:
         return None
+    # Most plans are on the job's fastest type or close to it: no type of the cluster is
+    # fast enough to make them wait, whatever its room, and no machine need be counted.
+    fastest = max((job.gpu_type_speed.get(gpu_type, 1.0) for gpu_type in room), default=0.0)
+    if math.exp(plan_log_speed) >= patience * fastest:
+        return None
     best_type, best = best_type_speed(job, workers, room)
     if best <= 0.0:
         return None
