@@ -59,10 +59,11 @@ class CpuBudget:
     stage hands over to a plain heuristic, which finishes the decision unchecked.
     """
 
-    __slots__ = ("armed", "limit_s", "started")
+    __slots__ = ("armed", "limit_s", "started", "wall_started")
 
     def __init__(self, limit_s: float) -> None:
         self.limit_s = limit_s
+        self.wall_started = time.perf_counter()  # first: the wall span then covers the CPU one
         self.started = time.thread_time()
         self.armed = True
 
@@ -70,7 +71,10 @@ class CpuBudget:
         return time.thread_time() - self.started
 
     def check(self) -> None:
-        if self.armed:
+        # A thread cannot spend more CPU time than wall time has passed: until the wall
+        # clock passes the limit, the budget cannot be spent, and the wall clock is read
+        # without a system call (the thread's CPU clock needs one, on every policy call).
+        if self.armed and time.perf_counter() - self.wall_started > self.limit_s:
             used = time.thread_time() - self.started
             if used > self.limit_s:
                 self.armed = False
