@@ -63,21 +63,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from msgspec import Meta
+from msgspec.structs import replace
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from policies.common.wording import counted
 from policies.model import (
     Assignment,
+    Frozen,
     Job,
     JobState,
     SigmoidUtility,
     Snapshot,
     StepUtility,
     Utility,
+    convert,
 )
 
 STATE_KEY = "oasis"
@@ -161,25 +166,20 @@ class OasisParams(BaseModel):
 # -- the state, as JSON -----------------------------------------------------------------------
 
 
-class _Stored(BaseModel):
-    """The state's parts: pydantic, as they are read back from JSON the cache keeps."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Segment(_Stored):
+class Segment(Frozen, frozen=True):
     """Consecutive slots `[first, until)` run with one layout (absolute slot numbers)."""
 
     first: int
     until: int
-    workers: int = Field(ge=0)
-    ps: int = Field(ge=0)
-    nodes: tuple[tuple[str, int, int], ...] = Field(
-        default=(), description="(node id, workers, parameter servers) on each node used."
-    )
+    workers: Annotated[int, Meta(ge=0)]
+    ps: Annotated[int, Meta(ge=0)]
+    nodes: Annotated[
+        tuple[tuple[str, int, int], ...],
+        Meta(description="(node id, workers, parameter servers) on each node used."),
+    ] = ()
 
 
-class Plan(_Stored):
+class Plan(Frozen, frozen=True):
     """A job's committed schedule and the numbers it was admitted on."""
 
     segments: tuple[Segment, ...] = ()
@@ -198,12 +198,18 @@ class Plan(_Stored):
         return min(starts) if starts else None
 
 
-class OasisState(_Stored):
+class OasisState(Frozen, frozen=True):
+    """The state's value. Its parts are msgspec Structs like the domain model: a round
+    builds, reconciles and writes back hundreds of plans (one per admitted job of a large
+    snapshot), and reads back those its admission put in the verdicts; as pydantic models
+    that validation and copying cost a good part of the decision. Values from outside
+    (the stored state, a verdict's details) are validated by :func:`convert`."""
+
     version: Literal[1] = 1
     slot_s: float | None = None
     floor: tuple[float, float, float] | None = None
     ceiling: tuple[float, float, float] | None = None
-    jobs: dict[str, Plan] = Field(default_factory=dict)
+    jobs: dict[str, Plan] = msgspec.field(default_factory=dict)
 
 
 def load_state(raw: JsonValue | None, slot_s: float | None = None) -> OasisState:
@@ -215,51 +221,40 @@ def load_state(raw: JsonValue | None, slot_s: float | None = None) -> OasisState
     if raw is None:
         return OasisState(slot_s=slot_s)
     try:
-        state = OasisState.model_validate(raw)
-    except ValidationError:
+        state = convert(raw, OasisState)
+    except msgspec.ValidationError:
         # Unreadable state (an older format, a hand edit): start afresh rather than fail
         # every decision; the snapshot still says what runs.
         return OasisState(slot_s=slot_s)
     if slot_s is not None and state.slot_s != slot_s:
-        return state.model_copy(update={"slot_s": slot_s, "jobs": {}})
+        return replace(state, slot_s=slot_s, jobs={})
     return state
 
 
 def dump_state(state: OasisState) -> JsonValue:
-    dumped: JsonValue = state.model_dump(mode="json")
+    return _as_json(state)
+
+
+def _as_json(value: OasisState | Plan) -> JsonValue:
+    """`value` as the JSON data it is stored as (lists, not tuples): a round trip through
+    msgspec's encoder, which is cheaper than walking the Structs in Python."""
+    dumped: JsonValue = msgspec.json.decode(msgspec.json.encode(value))
     return dumped
-
-
-# Plans this process dumped into a verdict, by the identity of the dumped value: the
-# scaling stage and the commit read each admitted job's plan back from the verdict, and
-# validating it again costs more than the schedule search saves. Entries hold the dumped
-# value itself, so its id cannot be reused while cached; the cache is emptied whenever it
-# reaches `_DUMPED_MAX` (a few decisions' worth), so it stays small.
-_DUMPED: dict[int, tuple[JsonValue, Plan]] = {}
-_DUMPED_MAX = 2048
 
 
 def dump_plan(plan: Plan) -> JsonValue:
     """`plan` as JSON, for a verdict's details; :func:`plan_from_details` reads it back."""
-    dumped: JsonValue = plan.model_dump(mode="json")
-    if len(_DUMPED) >= _DUMPED_MAX:
-        _DUMPED.clear()
-    _DUMPED[id(dumped)] = (dumped, plan)
-    return dumped
+    return _as_json(plan)
 
 
 def plan_from_details(details: Mapping[str, JsonValue]) -> Plan | None:
-    """The plan an OASiS admission put in its verdict's details, if any."""
+    """The plan an OASiS admission put in its verdict's details, if any (None if unreadable)."""
     raw = details.get("plan")
     if raw is None:
         return None
-    known = _DUMPED.get(id(raw))
-    if known is not None and known[0] is raw:
-        # The very value :func:`dump_plan` made from this plan (plans are frozen).
-        return known[1]
     try:
-        return Plan.model_validate(raw)
-    except ValidationError:
+        return convert(raw, Plan)
+    except msgspec.ValidationError:
         return None
 
 
@@ -614,10 +609,9 @@ class Market:
 
     def commit(self, model: JobModel, schedule: Schedule) -> None:
         """Add an admitted schedule's use and raise the prices it touches."""
-        cells = [(slot.t, h, w, s) for slot in schedule.slots for h, w, s in slot.layout]
-        if not cells:
+        slots, servers, workers, ps = schedule.cells
+        if not len(slots):
             return
-        slots, servers, workers, ps = (np.array(column) for column in zip(*cells, strict=True))
         held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
         np.add.at(self.used, (slots, servers), held)
         now_used = self.used[slots, servers]
@@ -796,6 +790,9 @@ class Schedule:
     utility: float
     cost: float
     cost_by_resource: FloatArray
+    cells: tuple[IntArray, IntArray, IntArray, IntArray]
+    """The layouts of `slots` flattened, in their order: (slot, server, workers, servers)
+    per server used. Pricing and committing read these arrays instead of the tuples."""
 
     @property
     def payoff(self) -> float:
@@ -1031,20 +1028,16 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         assert programme is not None
         runs = programme.backtrack(best_t)
     slots = []
+    columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
     for t, option in sorted(runs.items()):
         first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)
         row = t - first
         workers = table.workers[row, option]
         servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
         used = np.flatnonzero(workers + servers)
-        layout = tuple(
-            zip(
-                table.nodes[row, used].tolist(),
-                workers[used].tolist(),
-                servers[used].tolist(),
-                strict=True,
-            )
-        )
+        on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
+        columns.append((np.full(len(used), t, dtype=np.int64), on, held_w, held_s))
+        layout = tuple(zip(on.tolist(), held_w.tolist(), held_s.tolist(), strict=True))
         slots.append(
             SlotRun(
                 t=t,
@@ -1053,7 +1046,8 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 layout=layout,
             )
         )
-    cost_by_resource = _priced(market, model, slots)
+    cells = _flattened(columns)
+    cost_by_resource = _priced(market, model, cells)
     completion = max(runs)
     utility = model.utility.value_at(market.slot_end(completion) - submit)
     return Search(
@@ -1063,16 +1057,31 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             utility=utility,
             cost=float(cost_by_resource.sum()),
             cost_by_resource=cost_by_resource,
+            cells=cells,
         )
     )
 
 
-def _priced(market: Market, model: JobModel, slots: Sequence[SlotRun]) -> FloatArray:
-    """Cost per resource of running `slots` at the market's prices (the current slot pro rata)."""
-    cells = [(slot.t, h, w, s) for slot in slots for h, w, s in slot.layout]
-    if not cells:
+def _flattened(
+    columns: Sequence[tuple[IntArray, IntArray, IntArray, IntArray]],
+) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Per-slot (slot, server, workers, servers) columns joined, in slot order."""
+    if not columns:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty
+    if len(columns) == 1:
+        return columns[0]
+    t, h, w, s = (np.concatenate(parts) for parts in zip(*columns, strict=True))
+    return t, h, w, s
+
+
+def _priced(
+    market: Market, model: JobModel, cells: tuple[IntArray, IntArray, IntArray, IntArray]
+) -> FloatArray:
+    """Cost per resource of running `cells` at the market's prices (the current slot pro rata)."""
+    t, servers, workers, ps = cells
+    if not len(t):
         return np.zeros(_K)
-    t, servers, workers, ps = (np.array(column) for column in zip(*cells, strict=True))
     held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
     share = np.where(t == 0, market.first_fraction, 1.0)[:, None]
     priced: FloatArray = (share * market.prices[t, servers] * held).sum(axis=0)
@@ -1131,7 +1140,9 @@ def plan_of(market: Market, schedule: Schedule) -> Plan:
             and last.until == absolute
             and (last.workers, last.ps, last.nodes) == (slot.workers, slot.ps, nodes)
         ):
-            segments[-1] = last.model_copy(update={"until": absolute + 1})
+            segments[-1] = Segment(
+                first=last.first, until=absolute + 1, workers=last.workers, ps=last.ps, nodes=nodes
+            )
         else:
             segments.append(
                 Segment(
@@ -1164,8 +1175,10 @@ def reconcile(
         first = max(segment.first, current)
         if runs is not None and first == current:
             first = current + 1
-        if first < segment.until:
-            kept.append(segment.model_copy(update={"first": first}))
+        if first == segment.first:
+            kept.append(segment)
+        elif first < segment.until:
+            kept.append(_starting(segment, first))
     if runs is not None:
         by_node: dict[str, list[int]] = {}
         for a in runs:
@@ -1184,4 +1197,19 @@ def reconcile(
             nodes=tuple(sorted((n, w, s) for n, (w, s) in by_node.items())),
         )
         kept.insert(0, now)
-    return plan.model_copy(update={"segments": tuple(kept)})
+    elif len(kept) == len(plan.segments) and all(
+        a is b for a, b in zip(kept, plan.segments, strict=True)
+    ):
+        return plan  # nothing to cut or replace (most plans, most rounds)
+    return Plan(segments=tuple(kept), utility=plan.utility, cost=plan.cost)
+
+
+def _starting(segment: Segment, first: int) -> Segment:
+    """`segment` from slot `first` on (a later slot of its run)."""
+    return Segment(
+        first=first,
+        until=segment.until,
+        workers=segment.workers,
+        ps=segment.ps,
+        nodes=segment.nodes,
+    )

@@ -28,7 +28,15 @@ from policies.common.oasis import (
 )
 from policies.decision import AdmissionResult, JobStatus, Stage, Verdict
 from policies.engine import Outcome, Pipeline
-from policies.model import Assignment, Job, JobState, Snapshot, StepUtility, decode_snapshot
+from policies.model import (
+    Assignment,
+    Job,
+    JobState,
+    Snapshot,
+    StepUtility,
+    convert,
+    decode_snapshot,
+)
 from policies.profiles import load_profiles
 from policies.protocols import Context, NoParams
 from policies.registry import build_registry
@@ -66,7 +74,7 @@ def pending(job_id: str, **fields: object) -> Job:
 
 
 def plan_in(verdict: AdmissionResult) -> Plan:
-    return Plan.model_validate(verdict.details["plan"])
+    return convert(verdict.details["plan"], Plan)
 
 
 def plans(outcome: Outcome) -> dict[str, Plan]:
