@@ -212,10 +212,17 @@ class OasisAdmission:
             runs = {j.id: j.placement for j in snapshot.jobs if j.state is JobState.RUNNING}
         plans: dict[str, Plan] = dict(state.jobs)
         floor, ceiling = state.floor, state.ceiling
+        # Every verdict of a round carries the same bounds, mostly the very same dicts:
+        # reading one again gives what it gave (the last readable bounds win).
+        read_floor: JsonValue = None
+        read_ceiling: JsonValue = None
         for entry in decision.admission:
             if "floor" in entry.details and "ceiling" in entry.details:
-                floor = _from_resources(entry.details["floor"]) or floor
-                ceiling = _from_resources(entry.details["ceiling"]) or ceiling
+                raw_floor, raw_ceiling = entry.details["floor"], entry.details["ceiling"]
+                if raw_floor is not read_floor or raw_ceiling is not read_ceiling:
+                    floor = _from_resources(raw_floor) or floor
+                    ceiling = _from_resources(raw_ceiling) or ceiling
+                    read_floor, read_ceiling = raw_floor, raw_ceiling
             plan = plan_from_details(entry.details) if entry.admitted else None
             if plan is not None and entry.job_id not in plans:
                 plans[entry.job_id] = plan
@@ -236,7 +243,7 @@ def _from_resources(raw: JsonValue) -> tuple[float, float, float] | None:
     if not isinstance(raw, dict):
         return None
     values = [raw.get(name) for name in RESOURCES]
-    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
     if len(numbers) != len(RESOURCES):
         return None
     return (numbers[0], numbers[1], numbers[2])

@@ -685,8 +685,18 @@ class Market:
         dw, dps = model.worker_demand, model.ps_demand
         rows = np.arange(blocks)[:, None]
 
-        worker_cost = prices @ dw  # (B, S)
-        fit = _fitting(free, dw, most_workers)
+        needs = np.flatnonzero(dw > 0)
+        if len(needs) == 1:
+            # A worker that needs one resource (a GPU-only worker, most jobs): its price
+            # times the demand, exactly the product below (the other terms are +0), on
+            # (B, S) slices instead of (B, S, K) arrays.
+            k = int(needs[0])
+            worker_cost = prices[..., k] * dw[k]
+            fits = np.floor(free[..., k] / dw[k] + _EPS)
+            fit: IntArray = np.minimum(np.maximum(fits, 0), most_workers).astype(np.int64)
+        else:
+            worker_cost = prices @ dw  # (B, S)
+            fit = _fitting(free, dw, most_workers)
         too_small = self._too_small_for(model.job.gpu_memory_gb)
         if too_small is not None:
             fit[:, too_small] = 0
