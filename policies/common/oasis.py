@@ -472,8 +472,10 @@ class SlotCosts:
     """Cheapest layout of each worker count in a block of slots (see Market.slot_costs)."""
 
     cost: FloatArray  # (B, Y): full-slot cost; inf where it does not fit
-    nodes: IntArray  # (B, M): candidate servers, in order of a worker's cost
-    workers: IntArray  # (B, Y, M): workers on each candidate
+    # The layouts; None for a job of one worker and no servers to place, whose server
+    # in a slot is found only if its schedule runs there (Market.one_worker_server).
+    nodes: IntArray | None  # (B, M): candidate servers, in order of a worker's cost
+    workers: IntArray | None  # (B, Y, M): workers on each candidate
     ps: IntArray | None  # (B, Y, M): parameter servers on each candidate (None: they use nothing)
 
 
@@ -653,13 +655,15 @@ class Market:
                 fresh = self.layouts(model, stale + start)
                 table = SlotCosts(
                     cost=table.cost.copy(),
-                    nodes=table.nodes.copy(),
-                    workers=table.workers.copy(),
+                    nodes=None if table.nodes is None else table.nodes.copy(),
+                    workers=None if table.workers is None else table.workers.copy(),
                     ps=None if table.ps is None else table.ps.copy(),
                 )
                 table.cost[stale] = fresh.cost
-                table.nodes[stale] = fresh.nodes
-                table.workers[stale] = fresh.workers
+                if table.nodes is not None and fresh.nodes is not None:
+                    table.nodes[stale] = fresh.nodes
+                if table.workers is not None and fresh.workers is not None:
+                    table.workers[stale] = fresh.workers
                 if table.ps is not None and fresh.ps is not None:
                     table.ps[stale] = fresh.ps
         self._tables[key] = (touched, table)
@@ -685,23 +689,15 @@ class Market:
         dw, dps = model.worker_demand, model.ps_demand
         rows = np.arange(blocks)[:, None]
 
-        needs = np.flatnonzero(dw > 0)
-        if len(needs) == 1:
-            # A worker that needs one resource (a GPU-only worker, most jobs): its price
-            # times the demand, exactly the product below (the other terms are +0), on
-            # (B, S) slices instead of (B, S, K) arrays.
-            k = int(needs[0])
-            worker_cost = prices[..., k] * dw[k]
-            fits = np.floor(free[..., k] / dw[k] + _EPS)
-            fit: IntArray = np.minimum(np.maximum(fits, 0), most_workers).astype(np.int64)
-        else:
-            worker_cost = prices @ dw  # (B, S)
-            fit = _fitting(free, dw, most_workers)
-        too_small = self._too_small_for(model.job.gpu_memory_gb)
-        if too_small is not None:
-            fit[:, too_small] = 0
-        candidates = _cheapest(np.where(fit > 0, worker_cost, np.inf), most_workers)
+        masked, fit = self._worker_costs(model, prices, free, most_workers)
         locate_ps = most_ps > 0 and bool((dps > 0).any())
+        if most_workers == 1 and not locate_ps:
+            # One worker, no servers to place: the cheapest layout costs the row's least
+            # worker cost, whichever server of that cost it takes. Which one it takes
+            # (among equal costs, the one `_cheapest` picks) matters only in the slots
+            # the schedule runs: :meth:`one_worker_server` finds it for those.
+            return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, workers=None, ps=None)
+        candidates = _cheapest(masked, most_workers)
         if locate_ps:
             ps_cost = prices @ dps
             ps_fit = _fitting(free, dps, most_ps)
@@ -717,7 +713,7 @@ class Market:
             if candidates.shape[1] > 1:
                 candidates = np.sort(candidates, axis=1)
             cand_fit = fit[rows, candidates]
-        cand_cost = worker_cost[rows, candidates]
+        cand_cost = masked[rows, candidates]  # the worker cost wherever one fits
         if candidates.shape[1] > 1:
             order = np.argsort(np.where(cand_fit > 0, cand_cost, np.inf), axis=1, kind="stable")
             nodes = candidates[rows, order]
@@ -752,6 +748,37 @@ class Market:
         return SlotCosts(
             cost=np.where(fits, cost, np.inf), nodes=nodes, workers=workers, ps=on_each
         )
+
+    def _worker_costs(
+        self, model: JobModel, prices: FloatArray, free: FloatArray, most_workers: int
+    ) -> tuple[FloatArray, IntArray]:
+        """(slots, servers): one worker's cost on each server, inf where none fits; and
+        how many workers fit on each (at most `most_workers`)."""
+        dw = model.worker_demand
+        needs = np.flatnonzero(dw > 0)
+        if len(needs) == 1:
+            # A worker that needs one resource (a GPU-only worker, most jobs): its price
+            # times the demand, exactly the product below (the other terms are +0), on
+            # (B, S) slices instead of (B, S, K) arrays.
+            k = int(needs[0])
+            worker_cost = prices[..., k] * dw[k]
+            fits = np.floor(free[..., k] / dw[k] + _EPS)
+            fit: IntArray = np.minimum(np.maximum(fits, 0), most_workers).astype(np.int64)
+        else:
+            worker_cost = prices @ dw  # (B, S)
+            fit = _fitting(free, dw, most_workers)
+        too_small = self._too_small_for(model.job.gpu_memory_gb)
+        if too_small is not None:
+            fit[:, too_small] = 0
+        masked: FloatArray = np.where(fit > 0, worker_cost, np.inf)
+        return masked, fit
+
+    def one_worker_servers(self, model: JobModel, slots: IntArray) -> IntArray:
+        """The server :meth:`layouts` gives a one-worker job in each of `slots` (where one
+        fits): the same candidate it would have kept there."""
+        masked, _ = self._worker_costs(model, self.prices[slots], self.free[slots], 1)
+        servers: IntArray = _cheapest(masked, 1)[:, 0]
+        return servers
 
     def _too_small_for(self, gpu_memory_gb: float) -> npt.NDArray[np.bool_] | None:
         """Servers whose GPUs have too little memory for the job (None: none)."""
@@ -1039,14 +1066,31 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         runs = programme.backtrack(best_t)
     slots = []
     columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
-    for t, option in sorted(runs.items()):
+    ordered = sorted(runs.items())
+    one_worker: dict[int, int] = {}
+    if tables[0][1].nodes is None:
+        # A one-worker job: its servers in the slots it runs, found at once.
+        run_slots = np.array([t for t, _ in ordered], dtype=np.int64)
+        one_worker = dict(
+            zip(
+                run_slots.tolist(),
+                market.one_worker_servers(model, run_slots).tolist(),
+                strict=True,
+            )
+        )
+    for t, option in ordered:
         first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)
         row = t - first
-        workers = table.workers[row, option]
-        servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
-        used = np.flatnonzero(workers + servers)
-        on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
-        columns.append((np.full(len(used), t, dtype=np.int64), on, held_w, held_s))
+        if table.nodes is None or table.workers is None:
+            # One worker, on the server the table's cost was the least of.
+            on = np.array([one_worker[t]], dtype=np.int64)
+            held_w, held_s = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        else:
+            workers = table.workers[row, option]
+            servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
+            used = np.flatnonzero(workers + servers)
+            on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
+        columns.append((np.full(len(on), t, dtype=np.int64), on, held_w, held_s))
         layout = tuple(zip(on.tolist(), held_w.tolist(), held_s.tolist(), strict=True))
         slots.append(
             SlotRun(
