@@ -457,11 +457,20 @@ def price(
     The share is clamped to [0, 1]: a resource overcommitted by running jobs costs U,
     as does one of no capacity (nothing fits there anyway).
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(capacity > 0, used / capacity, 1.0)
-        ratio = np.where(floor > 0, ceiling / floor, 1.0)
-    share = np.clip(share, 0.0, 1.0)
-    return floor * np.power(ratio, share)
+    # The divisions only where the divisor is positive (1 elsewhere), and the clamp by
+    # minimum and maximum: the values np.where and np.clip gave, for a fraction of the
+    # overhead on the few cells a commit reprices.
+    share = np.divide(
+        used,
+        capacity,
+        out=np.ones(np.broadcast_shapes(used.shape, capacity.shape)),
+        where=capacity > 0,
+    )
+    ratio = np.divide(ceiling, floor, out=np.ones(np.shape(floor)), where=floor > 0)
+    np.minimum(share, 1.0, out=share)
+    np.maximum(share, 0.0, out=share)
+    priced: FloatArray = floor * np.power(ratio, share)
+    return priced
 
 
 # -- the market ---------------------------------------------------------------------------------
@@ -615,7 +624,8 @@ class Market:
         if not len(slots):
             return
         held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
-        np.add.at(self.used, (slots, servers), held)
+        # One cell per (slot, server) of a schedule: a plain indexed add adds each once.
+        self.used[slots, servers] += held
         now_used = self.used[slots, servers]
         self.prices[slots, servers] = price(
             now_used, self.capacity[servers], self.floor, self.ceiling
@@ -773,7 +783,7 @@ class Market:
         masked: FloatArray = np.where(fit > 0, worker_cost, np.inf)
         return masked, fit
 
-    def one_worker_servers(self, model: JobModel, slots: IntArray) -> IntArray:
+    def one_worker_servers(self, model: JobModel, slots: IntArray | slice) -> IntArray:
         """The server :meth:`layouts` gives a one-worker job in each of `slots` (where one
         fits): the same candidate it would have kept there."""
         masked, _ = self._worker_costs(model, self.prices[slots], self.free[slots], 1)
@@ -1070,14 +1080,11 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     one_worker: dict[int, int] = {}
     if tables[0][1].nodes is None:
         # A one-worker job: its servers in the slots it runs, found at once.
-        run_slots = np.array([t for t, _ in ordered], dtype=np.int64)
-        one_worker = dict(
-            zip(
-                run_slots.tolist(),
-                market.one_worker_servers(model, run_slots).tolist(),
-                strict=True,
-            )
-        )
+        first_run, last_run = ordered[0][0], ordered[-1][0]
+        # Started, a job runs every slot until done: its slots are consecutive.
+        assert last_run - first_run + 1 == len(ordered)
+        servers = market.one_worker_servers(model, slice(first_run, last_run + 1))
+        one_worker = dict(zip(range(first_run, last_run + 1), servers.tolist(), strict=True))
     for t, option in ordered:
         first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)
         row = t - first
