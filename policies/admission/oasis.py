@@ -138,7 +138,8 @@ class OasisAdmission:
                     )
                 )
                 continue
-            out.append(self._judge(market, model_job(job, utility, implied, params), bounds))
+            model = model_job(job, utility, implied, params, market.models)
+            out.append(self._judge(market, model, bounds))
         return out
 
     def _judge(

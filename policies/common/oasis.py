@@ -321,9 +321,63 @@ class JobModel:
     """Work left, in seconds at the requested configuration."""
     worker_demand: FloatArray
     ps_demand: FloatArray
+    shape: tuple[object, ...] = ()
+    """What `counts` to `ps_demand` are computed from (:func:`job_shape`); () when not
+    known. Jobs of one shape share those arrays and the market's figures about them."""
 
 
-def model_job(job: Job, utility: Utility, implied: bool, params: OasisParams) -> JobModel:
+def job_shape(job: Job) -> tuple[object, ...]:
+    """The job's fields that its worker counts, servers, speeds and demands depend on."""
+    return (
+        tuple(job.allowed_worker_counts()),
+        job.workers,
+        job.ps,
+        job.workers_per_ps,
+        job.max_ps,
+        tuple(job.speedup.items()),
+        job.gpus_per_worker,
+        job.cpus_per_worker,
+        job.memory_gb_per_worker,
+        job.ps_cpus,
+        job.ps_memory_gb,
+    )
+
+
+def model_job(
+    job: Job,
+    utility: Utility,
+    implied: bool,
+    params: OasisParams,
+    shapes: dict[tuple[object, ...], JobModel] | None = None,
+) -> JobModel:
+    """What the subroutine needs of `job`. With `shapes` (a decision's models by shape),
+    a job of a shape seen before shares that model's arrays (read-only) instead of
+    computing them again."""
+    remaining_s = remaining_at_request_s(job, params)
+    if shapes is None:
+        return _modelled(job, utility, implied, remaining_s, ())
+    shape = job_shape(job)
+    known = shapes.get(shape)
+    if known is None:
+        known = shapes[shape] = _modelled(job, utility, implied, remaining_s, shape)
+        return known
+    return JobModel(
+        job=job,
+        utility=utility,
+        implied=implied,
+        counts=known.counts,
+        ps=known.ps,
+        speed=known.speed,
+        remaining_s=remaining_s,
+        worker_demand=known.worker_demand,
+        ps_demand=known.ps_demand,
+        shape=shape,
+    )
+
+
+def _modelled(
+    job: Job, utility: Utility, implied: bool, remaining_s: float, shape: tuple[object, ...]
+) -> JobModel:
     counts = np.array(job.allowed_worker_counts(), dtype=np.int64)
     if job.ps == 0:
         ps = np.zeros_like(counts)
@@ -345,9 +399,10 @@ def model_job(job: Job, utility: Utility, implied: bool, params: OasisParams) ->
         counts=counts,
         ps=ps,
         speed=speed,
-        remaining_s=remaining_at_request_s(job, params),
+        remaining_s=remaining_s,
         worker_demand=worker_demand(job),
         ps_demand=ps_demand(job),
+        shape=shape,
     )
 
 
@@ -524,6 +579,10 @@ class Market:
         self._touched = np.zeros(params.horizon_slots, dtype=np.int64)
         self._commits = 0
         self._tables: dict[tuple[object, ...], tuple[IntArray, SlotCosts]] = {}
+        # Per job shape (JobModel.shape), for this decision: its model, and the floor
+        # price of a second of its work (prices' floors are fixed for the decision).
+        self.models: dict[tuple[object, ...], JobModel] = {}
+        self.least_rates: dict[tuple[object, ...], np.float64] = {}
 
     @classmethod
     def build(
@@ -643,15 +702,13 @@ class Market:
         earlier in this decision reuses that table, recomputing only the slots a commit
         has touched since: each slot's layouts depend on that slot alone.
         """
-        key = (
+        arrays: tuple[object, ...] = model.shape or (
             model.counts.tobytes(),
             model.ps.tobytes(),
             model.worker_demand.tobytes(),
             model.ps_demand.tobytes(),
-            model.job.gpu_memory_gb,
-            start,
-            stop,
         )
+        key = (arrays, model.job.gpu_memory_gb, start, stop)
         touched = self._touched[start:stop].copy()
         cached = self._tables.get(key)
         if cached is None:
@@ -999,6 +1056,16 @@ def least_cost(market: Market, model: JobModel) -> float:
     Prices never fall below L, so each unit of work costs at least the floor price of
     what the most frugal worker count holds per unit of progress.
     """
+    rate = market.least_rates.get(model.shape) if model.shape else None
+    if rate is None:
+        rate = _least_rate(market, model)
+        if model.shape:
+            market.least_rates[model.shape] = rate
+    return float(model.remaining_s * rate)
+
+
+def _least_rate(market: Market, model: JobModel) -> np.float64:
+    """The floor price of a second of the job's work at its most frugal count."""
     held = (
         model.counts[:, None] * model.worker_demand[None, :]
         + model.ps[:, None] * model.ps_demand[None, :]
@@ -1006,7 +1073,8 @@ def least_cost(market: Market, model: JobModel) -> float:
     # Floor price per slot over the work a slot does: the price of a second of work.
     work = market.params.slot_s * model.speed
     per_second = np.where(work > 0, held / np.maximum(work, _EPS), np.inf)
-    return float(model.remaining_s * per_second.min())
+    least: np.float64 = per_second.min()
+    return least
 
 
 def search_schedule(market: Market, model: JobModel) -> Search:

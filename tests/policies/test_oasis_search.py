@@ -8,6 +8,7 @@ same layouts, the same choice among equal costs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -24,7 +25,7 @@ from policies.common.oasis import (
     model_job,
     search_schedule,
 )
-from tests.policies.builders import job, node, snap
+from tests.policies.builders import job, node, running, snap
 
 SLOT = 600.0
 
@@ -98,3 +99,54 @@ def test_reused_slot_cost_tables_equal_fresh_ones_after_every_commit() -> None:
             committed += 1
     assert committed > 5, "the cluster fills up over the round"
     assert len(market._tables) < calls, "later jobs find tables of their shape"
+
+
+def test_a_one_worker_job_costs_what_the_general_form_gives_on_a_server_of_that_cost() -> None:
+    """A job of one worker and no servers to place keeps only each slot's least worker
+    cost; the general form, asked the same with a second count beside it, prices one
+    worker the same, and each slot its schedule runs takes a server of that cost."""
+    params = OasisParams(slot_s=SLOT, horizon_slots=8)
+    nodes = [node(f"n{i}", gpus=4, cpus=16, memory_gb=64) for i in range(6)]
+    busy = [running(f"r{i}", {f"n{i}": (0, 1)}, submit_time=0.0) for i in range(3)]
+    jobs = [
+        job(
+            f"j{i}",
+            admitted=False,
+            submit_time=float(i),
+            workers=1,
+            gpus_per_worker=1 + i % 2,
+            estimated_duration_s=SLOT * (1 + i % 3),
+        )
+        for i in range(16)
+    ]
+    snapshot = snap(nodes, [*busy, *jobs], now=SLOT / 3)
+    market = Market.build(
+        snapshot, params, OasisState(slot_s=SLOT), (np.full(3, 1e-3), np.full(3, 0.5))
+    )
+    runs = 0
+    for one in jobs:
+        utility, implied = job_utility(one, params)
+        assert utility is not None
+        model = model_job(one, utility, implied, params)
+        table = market.layouts(model, slice(0, 8))
+        assert table.nodes is None
+        wider = dataclasses.replace(
+            model,
+            counts=np.array([1, 2]),
+            ps=np.zeros(2, dtype=np.int64),
+            speed=np.repeat(model.speed, 2),
+            shape=(),
+        )
+        general = market.layouts(wider, slice(0, 8))
+        assert np.array_equal(table.cost[:, 0], general.cost[:, 0])
+        best = search_schedule(market, model).best
+        if best is None or best.payoff <= 0:
+            continue
+        for slot in best.slots:
+            ((server, workers, servers),) = slot.layout
+            assert (workers, servers) == (1, 0)
+            cost = market.prices[slot.t, server] @ model.worker_demand
+            assert cost == table.cost[slot.t, 0]
+            runs += 1
+        market.commit(model, best)
+    assert runs > 10, "the schedules run in several slots"
