@@ -748,22 +748,21 @@ class Market:
         workers touch at most y servers), so the search keeps those candidates and works
         on small arrays for all the slots of the block at once.
         """
-        prices = self.prices[slots]
-        free = self.free[slots]
-        blocks = prices.shape[0]
         counts, ps = model.counts, model.ps
         most_workers, most_ps = int(counts[-1]), int(ps.max())
         dw, dps = model.worker_demand, model.ps_demand
-        rows = np.arange(blocks)[:, None]
-
-        masked, fit = self._worker_costs(model, prices, free, most_workers)
         locate_ps = most_ps > 0 and bool((dps > 0).any())
         if most_workers == 1 and not locate_ps:
             # One worker, no servers to place: the cheapest layout costs the row's least
             # worker cost, whichever server of that cost it takes. Which one it takes
             # (among equal costs, the one `_cheapest` picks) matters only in the slots
-            # the schedule runs: :meth:`one_worker_server` finds it for those.
+            # the schedule runs: :meth:`one_worker_servers` finds it for those.
+            masked = self._one_worker_costs(model, slots)
             return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, workers=None, ps=None)
+        prices = self.prices[slots]
+        free = self.free[slots]
+        rows = np.arange(prices.shape[0])[:, None]
+        masked, fit = self._worker_costs(model, prices, free, most_workers)
         candidates = _cheapest(masked, most_workers)
         if locate_ps:
             ps_cost = prices @ dps
@@ -840,11 +839,27 @@ class Market:
         masked: FloatArray = np.where(fit > 0, worker_cost, np.inf)
         return masked, fit
 
+    def _one_worker_costs(self, model: JobModel, slots: IntArray | slice) -> FloatArray:
+        """:meth:`_worker_costs` for one worker at most, in `slots`."""
+        dw = model.worker_demand
+        needs = np.flatnonzero(dw > 0)
+        if len(needs) != 1:
+            masked, _ = self._worker_costs(model, self.prices[slots], self.free[slots], 1)
+            return masked
+        # One resource: one worker fits where ⌊free/demand + ε⌋ ≥ 1, that is where
+        # free/demand + ε ≥ 1; the price and free columns of that resource only.
+        k = int(needs[0])
+        fits = self.free[slots, :, k] / dw[k] + _EPS >= 1.0
+        one: FloatArray = np.where(fits, self.prices[slots, :, k] * dw[k], np.inf)
+        too_small = self._too_small_for(model.job.gpu_memory_gb)
+        if too_small is not None:
+            one[:, too_small] = np.inf
+        return one
+
     def one_worker_servers(self, model: JobModel, slots: IntArray | slice) -> IntArray:
         """The server :meth:`layouts` gives a one-worker job in each of `slots` (where one
         fits): the same candidate it would have kept there."""
-        masked, _ = self._worker_costs(model, self.prices[slots], self.free[slots], 1)
-        servers: IntArray = _cheapest(masked, 1)[:, 0]
+        servers: IntArray = _cheapest(self._one_worker_costs(model, slots), 1)[:, 0]
         return servers
 
     def _too_small_for(self, gpu_memory_gb: float) -> npt.NDArray[np.bool_] | None:
