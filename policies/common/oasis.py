@@ -626,56 +626,35 @@ class Market:
     # -- committed use --------------------------------------------------------------------------
     def load(self, snapshot: Snapshot, state: OasisState) -> None:
         """Use committed by OASiS's plans and by running jobs; the snapshot wins for now."""
+        use = _Use(self.index, self.horizon)
+        no_workers = (0.0, 0.0, 0.0)
         for job in snapshot.jobs:
             plan = state.jobs.get(job.id)
-            dw, dps = worker_demand(job), ps_demand(job)
+            dw = (float(job.gpus_per_worker), job.cpus_per_worker, job.memory_gb_per_worker)
+            dps = (0.0, job.ps_cpus, job.ps_memory_gb) if job.ps else no_workers
+            gpw = job.gpus_per_worker
             running = job.state is JobState.RUNNING
             if running:
                 # What runs is the truth for the current slot, whatever was planned.
-                self._add_assignments(0, 1, job.placement, job.gpus_per_worker, dw)
+                use.placed(0, 1, job.placement, gpw, dw)
             if plan is not None:
                 for segment in plan.segments:
                     span = self.span(segment.first, segment.until)
                     if span.stop <= span.start:
                         continue
                     if running and span.start == 0:
-                        self._add_nodes(0, 1, segment.nodes, np.zeros(_K), dps)
+                        use.nodes(0, 1, segment.nodes, no_workers, dps)
                         span = slice(1, span.stop)
-                    self._add_nodes(span.start, span.stop, segment.nodes, dw, dps)
+                    use.nodes(span.start, span.stop, segment.nodes, dw, dps)
             if running and (plan is None or plan.next_start(self.first_slot + 1) is None):
                 # Not (or no longer) planned: assume it keeps its GPUs while it has work.
                 left = job.remaining_time_s(job.placed_workers)
                 if left is None:
                     left = remaining_at_request_s(job, self.params)
                 ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
-                self._add_assignments(1, ends, job.placement, job.gpus_per_worker, dw)
+                use.placed(1, ends, job.placement, gpw, dw)
+        use.add_to(self.used)
         self.free = np.maximum(self.capacity[None] - self.used, 0.0)
-
-    def _add_assignments(
-        self, start: int, stop: int, placement: Iterable[Assignment], gpw: int, dw: FloatArray
-    ) -> None:
-        stop = min(stop, self.horizon)
-        if start >= stop:
-            return
-        for a in placement:
-            h = self.index.get(a.node_id)
-            if h is not None:
-                self.used[start:stop, h] += (len(a.gpu_indices) // gpw) * dw
-
-    def _add_nodes(
-        self,
-        start: int,
-        stop: int,
-        nodes: Iterable[tuple[str, int, int]],
-        dw: FloatArray,
-        dps: FloatArray,
-    ) -> None:
-        if start >= stop:
-            return
-        for node_id, workers, servers in nodes:
-            h = self.index.get(node_id)
-            if h is not None:
-                self.used[start:stop, h] += workers * dw + servers * dps
 
     def commit(self, model: JobModel, schedule: Schedule) -> None:
         """Add an admitted schedule's use and raise the prices it touches."""
@@ -881,6 +860,71 @@ class Market:
                 continue
             room.append(float(np.floor(free[:, usable, k] / demand + _EPS).sum()))
         return RESOURCES[int(np.argmin(room))]
+
+
+class _Use:
+    """Use to add to the market, gathered as rows (slots `[start, stop)` of one server:
+    workers and parameter servers of given demands) and added at once.
+
+    np.add.at adds the cells in the order given, and the rows are expanded in the order
+    they came, so every cell receives the same additions in the same order as adding
+    each row to a slice of the array would (the same sums, to the last bit), without a
+    numpy call per row.
+    """
+
+    def __init__(self, index: Mapping[str, int], horizon: int) -> None:
+        self.index = index
+        self.horizon = horizon
+        self.rows: list[tuple[int, int, int, int, int]] = []  # start, stop, server, w, s
+        self.demands: list[tuple[float, float, float, float, float, float]] = []
+
+    def placed(
+        self,
+        start: int,
+        stop: int,
+        placement: Iterable[Assignment],
+        gpus_per_worker: int,
+        dw: tuple[float, float, float],
+    ) -> None:
+        """A running job's workers where it runs (no servers: nothing says where)."""
+        stop = min(stop, self.horizon)
+        if start >= stop:
+            return
+        for a in placement:
+            h = self.index.get(a.node_id)
+            if h is not None:
+                self.rows.append((start, stop, h, len(a.gpu_indices) // gpus_per_worker, 0))
+                self.demands.append((*dw, 0.0, 0.0, 0.0))
+
+    def nodes(
+        self,
+        start: int,
+        stop: int,
+        nodes: Iterable[tuple[str, int, int]],
+        dw: tuple[float, float, float],
+        dps: tuple[float, float, float],
+    ) -> None:
+        """A plan's workers and servers on each of its nodes."""
+        if start >= stop:
+            return
+        for node_id, workers, servers in nodes:
+            h = self.index.get(node_id)
+            if h is not None:
+                self.rows.append((start, stop, h, workers, servers))
+                self.demands.append((*dw, *dps))
+
+    def add_to(self, used: FloatArray) -> None:
+        if not self.rows:
+            return
+        rows = np.array(self.rows, dtype=np.int64)
+        demands = np.array(self.demands, dtype=np.float64)
+        start, stop, server, workers, servers = rows.T
+        # Per row: workers · worker demand + servers · server demand, as per slice.
+        held = workers[:, None] * demands[:, :_K] + servers[:, None] * demands[:, _K:]
+        length = stop - start
+        which = np.repeat(np.arange(len(rows)), length)
+        offset = np.arange(len(which)) - np.repeat(np.cumsum(length) - length, length)
+        np.add.at(used, (start[which] + offset, server[which]), held[which])
 
 
 def _cheapest(cost: FloatArray, count: int) -> IntArray:
