@@ -1051,27 +1051,31 @@ class _OneCount:
         self.total = total
         self.mid: list[tuple[int, float]] = []  # (units done, least cost), 0 < units < total
         self.top = math.inf  # least cost of being done
-        # Per slot: the states before it (0, the runs, all done), whether finishing in it
-        # beats having finished earlier, and its units.
-        self.history: list[tuple[list[tuple[int, float]], bool, int]] = []
+        # Per slot: the states before it (the runs, as the list `mid` was, and the cost
+        # of being done; 0 is always there too), whether finishing in it beats having
+        # finished earlier, and its units. `mid` lists are replaced, never changed.
+        self.history: list[tuple[list[tuple[int, float]], float, bool, int]] = []
 
     def step(self, units: int, cost: float) -> float:
         """Advance one slot that does `units` at `cost` (inf: it cannot run); the least
         cost of being done by its end."""
         top = self.total
-        states = [(0, 0.0), *self.mid, (top, self.top)]
+        mid = self.mid
         if not math.isfinite(cost):
-            self.history.append((states, False, units))
+            self.history.append((mid, self.top, False, units))
             self.mid = []
             return self.top
         lowest = max(0, top - units)
-        tail = min((v for d, v in states if d >= lowest), default=math.inf)
-        finish = tail + cost
+        # The least cost among the states a slot's work finishes: 0 done (if one slot
+        # is enough), the runs that far along, and being done already.
+        tail = min([v for d, v in mid if d >= lowest], default=math.inf)
+        if lowest == 0:
+            tail = min(0.0, tail)
+        finish = min(tail, self.top) + cost
         better = finish < self.top
-        self.history.append((states, better, units))
-        mid = [(units, 0.0 + cost)] if units < top else []
-        mid.extend((d + units, v + cost) for d, v in self.mid if d + units < top)
-        self.mid = mid
+        self.history.append((mid, self.top, better, units))
+        self.mid = [(units, 0.0 + cost)] if units < top else []
+        self.mid += [(d + units, v + cost) for d, v in mid if d + units < top]
         if better:
             self.top = finish
         return self.top
@@ -1081,14 +1085,14 @@ class _OneCount:
         runs: dict[int, int] = {}
         top = done = self.total
         for t in range(last, -1, -1):
-            states, better, units = self.history[t]
+            mid, top_cost, better, units = self.history[t]
             if done == 0 or (done == top and not better):
                 continue
             runs[t] = 0
             if done == top:
                 # The first state of least cost among those a slot's work finishes.
                 lowest, least = max(0, top - units), math.inf
-                for d, v in states:
+                for d, v in [(0, 0.0), *mid, (top, top_cost)]:
                     if d >= lowest and v < least:
                         done, least = d, v
             else:
