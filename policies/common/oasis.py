@@ -993,6 +993,7 @@ class _Programme:
             self.invalid.append(source < 0)
             self.sources.append(np.maximum(source, 0))
             self.tails.append(np.maximum(total - units, 0))
+        self.span = span
         self.done = np.full(total + 1, np.inf)
         self.done[0] = 0.0
         self.history: list[tuple[FloatArray, npt.NDArray[np.intp], IntArray]] = []
@@ -1000,7 +1001,10 @@ class _Programme:
     def step(self, variant: int, units: IntArray, cost: FloatArray) -> float:
         """Advance one slot; return the least cost of being done by its end."""
         done, top = self.done, self.total
-        feasible = np.flatnonzero(np.isfinite(cost))
+        finite = np.isfinite(cost)
+        if finite.all():
+            return self._step_all(variant, units, cost)
+        feasible = np.flatnonzero(finite)
         options = np.full((len(feasible) + 1, top + 1), np.inf)
         options[0, 0], options[0, top] = done[0], done[top]
         if len(feasible):
@@ -1014,7 +1018,26 @@ class _Programme:
         best = options.argmin(axis=0)
         choice = best if not len(feasible) else np.where(best > 0, feasible[best - 1] + 1, 0)
         self.history.append((done, choice, units))
-        self.done = options[best, np.arange(top + 1)]
+        self.done = options[best, self.span]
+        return float(self.done[top])
+
+    def _step_all(self, variant: int, units: IntArray, cost: FloatArray) -> float:
+        """:meth:`step` when every count can run (the common case): the same sums, with
+        option i + 1 for count i directly (no index of the feasible ones)."""
+        done, top = self.done, self.total
+        options = np.empty((len(cost) + 1, top + 1))
+        options[0] = np.inf
+        options[0, 0], options[0, top] = done[0], done[top]
+        moved = options[1:]
+        np.take(done, self.sources[variant], out=moved)
+        moved += cost[:, None]
+        moved[self.invalid[variant]] = np.inf
+        # Reaching "all done" counts any start within a slot's work of the end.
+        tail = np.minimum.accumulate(done[::-1])[::-1]
+        moved[:, top] = tail[self.tails[variant]] + cost
+        best = options.argmin(axis=0)
+        self.history.append((done, best, units))
+        self.done = options[best, self.span]
         return float(self.done[top])
 
     def backtrack(self, last: int) -> dict[int, int]:
