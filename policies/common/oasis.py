@@ -1228,40 +1228,11 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     else:
         assert programme is not None
         runs = programme.backtrack(best_t)
-    slots = []
-    columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
     ordered = sorted(runs.items())
-    one_worker: dict[int, int] = {}
     if tables[0][1].nodes is None:
-        # A one-worker job: its servers in the slots it runs, found at once.
-        first_run, last_run = ordered[0][0], ordered[-1][0]
-        # Started, a job runs every slot until done: its slots are consecutive.
-        assert last_run - first_run + 1 == len(ordered)
-        servers = market.one_worker_servers(model, slice(first_run, last_run + 1))
-        one_worker = dict(zip(range(first_run, last_run + 1), servers.tolist(), strict=True))
-    for t, option in ordered:
-        first, table = next((b, tab) for b, tab in reversed(tables) if b <= t)
-        row = t - first
-        if table.nodes is None or table.workers is None:
-            # One worker, on the server the table's cost was the least of.
-            on = np.array([one_worker[t]], dtype=np.int64)
-            held_w, held_s = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-        else:
-            workers = table.workers[row, option]
-            servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
-            used = np.flatnonzero(workers + servers)
-            on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
-        columns.append((np.full(len(on), t, dtype=np.int64), on, held_w, held_s))
-        layout = tuple(zip(on.tolist(), held_w.tolist(), held_s.tolist(), strict=True))
-        slots.append(
-            SlotRun(
-                t=t,
-                workers=int(counts[option]),
-                ps=int(model.ps[option]),
-                layout=layout,
-            )
-        )
-    cells = _flattened(columns)
+        slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
+    else:
+        slots, cells = _runs(model, ordered, tables)
     cost_by_resource = _priced(market, model, cells)
     completion = max(runs)
     utility = model.utility.value_at(market.slot_end(completion) - submit)
@@ -1275,6 +1246,62 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             cells=cells,
         )
     )
+
+
+def _one_worker_runs(
+    market: Market, model: JobModel, run: list[int]
+) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
+    """The slots a one-worker job runs, each with its one worker on the server
+    :meth:`Market.one_worker_servers` gives there, and their cells."""
+    first, last = run[0], run[-1]
+    # Started, a job runs every slot until done: its slots are consecutive.
+    assert last - first + 1 == len(run)
+    servers = market.one_worker_servers(model, slice(first, last + 1))
+    ps = int(model.ps[0])
+    slots = [
+        SlotRun(t=t, workers=1, ps=ps, layout=((h, 1, 0),))
+        for t, h in zip(run, servers.tolist(), strict=True)
+    ]
+    n = len(run)
+    cells = (
+        np.arange(first, last + 1, dtype=np.int64),
+        servers.astype(np.int64, copy=False),
+        np.ones(n, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
+    return slots, cells
+
+
+def _runs(
+    model: JobModel, ordered: Sequence[tuple[int, int]], tables: Sequence[tuple[int, SlotCosts]]
+) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
+    """The slots a job runs (slot, count index), laid out as their tables say, and
+    their cells."""
+    slots = []
+    columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+    block = 0
+    for t, option in ordered:
+        while block + 1 < len(tables) and tables[block + 1][0] <= t:
+            block += 1
+        first, table = tables[block]
+        assert table.nodes is not None
+        assert table.workers is not None
+        row = t - first
+        workers = table.workers[row, option]
+        servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
+        used = np.flatnonzero(workers + servers)
+        on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
+        columns.append((np.full(len(on), t, dtype=np.int64), on, held_w, held_s))
+        layout = tuple(zip(on.tolist(), held_w.tolist(), held_s.tolist(), strict=True))
+        slots.append(
+            SlotRun(
+                t=t,
+                workers=int(model.counts[option]),
+                ps=int(model.ps[option]),
+                layout=layout,
+            )
+        )
+    return slots, _flattened(columns)
 
 
 def _flattened(
