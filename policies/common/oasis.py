@@ -658,17 +658,15 @@ class Market:
 
     def commit(self, model: JobModel, schedule: Schedule) -> None:
         """Add an admitted schedule's use and raise the prices it touches."""
-        slots, servers, workers, ps = schedule.cells
+        slots, servers = schedule.cells[0], schedule.cells[1]
         if not len(slots):
             return
-        held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
-        # One cell per (slot, server) of a schedule: a plain indexed add adds each once.
-        self.used[slots, servers] += held
-        now_used = self.used[slots, servers]
-        self.prices[slots, servers] = price(
-            now_used, self.capacity[servers], self.floor, self.ceiling
-        )
-        self.free[slots, servers] = np.maximum(self.capacity[servers] - now_used, 0.0)
+        # One cell per (slot, server) of a schedule: each gets its use added once.
+        now_used = self.used[slots, servers] + schedule.held
+        self.used[slots, servers] = now_used
+        capacity = self.capacity[servers]
+        self.prices[slots, servers] = price(now_used, capacity, self.floor, self.ceiling)
+        self.free[slots, servers] = np.maximum(capacity - now_used, 0.0)
         self._commits += 1
         self._touched[slots] = self._commits
 
@@ -956,6 +954,8 @@ class Schedule:
     cells: tuple[IntArray, IntArray, IntArray, IntArray]
     """The layouts of `slots` flattened, in their order: (slot, server, workers, servers)
     per server used. Pricing and committing read these arrays instead of the tuples."""
+    held: FloatArray
+    """What each cell holds of each resource (cells × resources)."""
 
     @property
     def payoff(self) -> float:
@@ -1233,7 +1233,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
     else:
         slots, cells = _runs(model, ordered, tables)
-    cost_by_resource = _priced(market, model, cells)
+    cost_by_resource, held = _priced(market, model, cells)
     completion = max(runs)
     utility = model.utility.value_at(market.slot_end(completion) - submit)
     return Search(
@@ -1244,6 +1244,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             cost=float(cost_by_resource.sum()),
             cost_by_resource=cost_by_resource,
             cells=cells,
+            held=held,
         )
     )
 
@@ -1319,15 +1320,16 @@ def _flattened(
 
 def _priced(
     market: Market, model: JobModel, cells: tuple[IntArray, IntArray, IntArray, IntArray]
-) -> FloatArray:
-    """Cost per resource of running `cells` at the market's prices (the current slot pro rata)."""
+) -> tuple[FloatArray, FloatArray]:
+    """Cost per resource of running `cells` at the market's prices (the current slot pro
+    rata), and what each cell holds of each resource."""
     t, servers, workers, ps = cells
+    held: FloatArray = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
     if not len(t):
-        return np.zeros(_K)
-    held = workers[:, None] * model.worker_demand + ps[:, None] * model.ps_demand
+        return np.zeros(_K), held
     share = np.where(t == 0, market.first_fraction, 1.0)[:, None]
     priced: FloatArray = (share * market.prices[t, servers] * held).sum(axis=0)
-    return priced
+    return priced, held
 
 
 def _why_none(
