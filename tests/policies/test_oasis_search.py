@@ -88,11 +88,14 @@ def test_reused_slot_cost_tables_equal_fresh_ones_after_every_commit() -> None:
             table = market.slot_costs(model, start, stop)
             fresh = market.layouts(model, np.arange(start, stop))
             assert np.array_equal(table.cost, fresh.cost)
-            assert np.array_equal(table.nodes, fresh.nodes)
-            assert np.array_equal(table.workers, fresh.workers)
-            assert (table.ps is None) == (fresh.ps is None)
-            if table.ps is not None and fresh.ps is not None:
-                assert np.array_equal(table.ps, fresh.ps)
+            for kept, made in (
+                (table.nodes, fresh.nodes),
+                (table.workers, fresh.workers),
+                (table.ps, fresh.ps),
+            ):
+                assert (kept is None) == (made is None)
+                if kept is not None and made is not None:
+                    assert np.array_equal(kept, made)
         best = search_schedule(market, model).best
         if best is not None and best.payoff > 0:
             market.commit(model, best)
