@@ -99,6 +99,11 @@ class DualAgentOrdering(ServesModel[DualAgentModel]):
         if model is None:
             raise ModelUnavailableError(self._unavailable)
         started = time.perf_counter()
+        # Scored in snapshot order whatever order they came in: the cluster summary is a
+        # sum over the jobs, and a sum in another order can differ in its last bits,
+        # enough to swap two jobs of nearly equal score.
+        position = ctx.snapshot.job_positions
+        jobs = sorted(jobs, key=lambda job: position.get(job.id, 0))
         scores = job_scores(model, ctx, jobs)
         if not np.isfinite(scores).all():
             raise InvalidActionError("the ordering network produced non-finite scores")
