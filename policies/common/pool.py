@@ -86,11 +86,34 @@ def holds_unusable_gpus(job: Job, snapshot: Snapshot) -> bool:
     return False
 
 
+def unusable_holders(jobs: Sequence[Job], snapshot: Snapshot) -> set[str]:
+    """Ids of the running jobs among `jobs` that :func:`holds_unusable_gpus`.
+
+    The nodes training may use are listed once, not looked up job by job: scaling
+    policies ask this of every running job of every decision.
+    """
+    usable = {n.id for n in snapshot.nodes if n.schedulable_for_training}
+    running = JobState.RUNNING
+    out: set[str] = set()
+    for job in jobs:
+        if job.state is running:
+            for a in job.placement:
+                if a.node_id not in usable:
+                    out.add(job.id)
+                    break
+    return out
+
+
 def held_count(job: Job) -> int:
     """Workers a running job keeps: what it holds if the job accepts that count.
 
     Otherwise the largest accepted count below it (a shrink), or its minimum.
     """
+    if job.min_workers is None and job.max_workers is None:
+        # A rigid job accepts its request alone: it keeps that, whatever it holds (the
+        # other branches come to the same answer; this one skips their work, as scaling
+        # policies ask for every running job).
+        return job.workers
     held = job.placed_workers
     if job.accepts_workers(held):
         return held
@@ -108,16 +131,36 @@ def keep_running(
     """
     workers: dict[str, int] = {}
     reasons: dict[str, str] = {}
+    unusable = unusable_holders(jobs, snapshot)
+    running = JobState.RUNNING
     for job in jobs:
-        if job.state is not JobState.RUNNING:
+        if job.state is not running:
             continue
-        if holds_unusable_gpus(job, snapshot):
+        if job.id in unusable:
             workers[job.id] = 0
             reasons[job.id] = f"{label}: it holds GPUs on a node training can no longer use"
         else:
             workers[job.id] = held_count(job)
             pool.take(job, workers[job.id])
     return workers, reasons
+
+
+def worker_counts(jobs: Sequence[Job]) -> dict[str, list[int]]:
+    """Each job's :meth:`Job.allowed_worker_counts`, by id; the lists must not be changed.
+
+    Computed once per distinct shape (bounds, request, rule and step), not once per
+    job: most jobs of a snapshot share a handful of shapes, and scaling policies need
+    the counts of every job of every decision.
+    """
+    by_shape: dict[tuple[object, ...], list[int]] = {}
+    out: dict[str, list[int]] = {}
+    for job in jobs:
+        shape = (job.workers, job.min_workers, job.max_workers, job.scaling_rule, job.worker_step)
+        counts = by_shape.get(shape)
+        if counts is None:
+            counts = by_shape[shape] = job.allowed_worker_counts()
+        out[job.id] = counts
+    return out
 
 
 def next_count(counts: list[int], workers: int) -> int | None:

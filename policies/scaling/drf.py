@@ -34,8 +34,9 @@ from policies.common.pool import (
     ResourcePool,
     demand,
     held_count,
-    holds_unusable_gpus,
     next_count,
+    unusable_holders,
+    worker_counts,
 )
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
@@ -70,7 +71,7 @@ class DominantResourceFairness:
         snapshot = ctx.snapshot
         pool = ResourcePool.for_training(snapshot)
         rank = {job.id: i for i, job in enumerate(jobs)}
-        counts = {job.id: job.allowed_worker_counts() for job in jobs}
+        counts = worker_counts(jobs)
         workers: dict[str, int] = {}
         refused: dict[str, str] = {}
         tenants: dict[str, _Tenant] = {}
@@ -83,67 +84,85 @@ class DominantResourceFairness:
                 tenant = tenants[job.tenant] = _Tenant(job.tenant, weight, rank[job.id])
             return tenant
 
-        def grant(job: Job, count: int) -> None:
+        left = pool.left
+
+        def grant(job: Job, count: int, tenant: _Tenant) -> None:
             extra = count - workers.get(job.id, 0)
-            pool.take(job, extra)
-            used = tenant_of(job).used
-            # The demand of `extra` workers, added resource by resource (as `demand` adds).
-            used[0] += extra * job.gpus_per_worker
-            used[1] += extra * job.cpus_per_worker
-            used[2] += extra * job.memory_gb_per_worker
+            # What `pool.take` does, and the demand of `extra` workers added to the
+            # tenant's use resource by resource (as `demand` adds): this runs for every
+            # running job of every decision.
+            gpus = extra * job.gpus_per_worker
+            cpus = extra * job.cpus_per_worker
+            memory = extra * job.memory_gb_per_worker
+            left[0] -= gpus
+            left[1] -= cpus
+            left[2] -= memory
+            used = tenant.used
+            used[0] += gpus
+            used[1] += cpus
+            used[2] += memory
             workers[job.id] = count
-            if next_count(counts[job.id], count) is not None:
+            if count < counts[job.id][-1]:  # it has a next count: it may grow
                 own, _ = pool.share(list(demand(job, count)))
                 heapq.heappush(tenant.growable, (own, rank[job.id], job.id))
 
         # Running jobs first: they keep their GPUs whatever the shares say.
+        running = JobState.RUNNING
+        unusable = unusable_holders(jobs, snapshot)
         for job in jobs:
             tenant = tenant_of(job)
-            if job.state is not JobState.RUNNING:
+            if job.state is not running:
                 tenant.waiting.append(job)
-            elif holds_unusable_gpus(job, snapshot):
+            elif job.id in unusable:
                 workers[job.id] = 0
                 refused[job.id] = "DRF: it holds GPUs on a node training can no longer use"
             else:
-                grant(job, held_count(job))
+                grant(job, held_count(job), tenant)
 
         by_id = {job.id: job for job in jobs}
-        refusals: dict[tuple[object, ...], str] = {}
+        needs: dict[tuple[int, int, float, float], str] = {}
 
         def serve(tenant: _Tenant) -> bool:
             """One step for `tenant`: start a waiting job, else grow one; False if none fits."""
+            # Until this step grants something, the pool and the tenant's share stay as
+            # they are: jobs of one shape refused meanwhile share their reason, and the
+            # part about the pool and the share is worded once.
+            refusals: dict[tuple[int, int, float, float], str] = {}
+            served_at = ""
             while tenant.waiting:
                 job = tenant.waiting.popleft()
                 minimum = counts[job.id][0]
                 if pool.fits(job, minimum):
-                    grant(job, minimum)
+                    grant(job, minimum, tenant)
                     return True
                 workers[job.id] = 0
-                # Jobs of one shape refused while nothing changes share their reason.
-                key = (
-                    tenant.name,
+                shape = (
                     minimum,
                     job.gpus_per_worker,
                     job.cpus_per_worker,
                     job.memory_gb_per_worker,
-                    *pool.left,
                 )
-                reason = refusals.get(key)
+                reason = refusals.get(shape)
                 if reason is None:
-                    reason = (
+                    if not served_at:
+                        served_at = (
+                            f"{_left(pool)} left) when tenant {tenant.name!r} was served at "
+                            f"weighted dominant share {_weighted(pool, tenant):.3f}"
+                        )
+                    need = needs.get(shape)
+                    if need is None:
+                        need = needs[shape] = _needs(job, minimum)
+                    reason = refusals[shape] = (
                         f"DRF: no capacity left at its minimum of {counted(minimum, 'worker')} "
-                        f"({_needs(job, minimum)}; {_left(pool)} left) when tenant "
-                        f"{tenant.name!r} was served at weighted dominant share "
-                        f"{_weighted(pool, tenant):.3f}"
+                        f"({need}; {served_at}"
                     )
-                    refusals[key] = reason
                 refused[job.id] = reason
             while tenant.growable:
                 _, _, job_id = heapq.heappop(tenant.growable)
                 job = by_id[job_id]
                 step = next_count(counts[job_id], workers[job_id])
                 if step is not None and pool.fits(job, step - workers[job_id]):
-                    grant(job, step)
+                    grant(job, step, tenant)
                     return True
             return False
 
@@ -164,12 +183,17 @@ class DominantResourceFairness:
                 f"{share:.3f} of {resource} (weight {tenant.weight:g}, weighted "
                 f"{share / tenant.weight:.3f})"
             )
+        # ... and jobs of one tenant at one count share their whole reason.
+        granted: dict[tuple[str, int], str] = {}
         out = []
         for job in jobs:
             count = workers.get(job.id, 0)
-            reason = refused.get(job.id) or (
-                f"DRF: {counted(count, 'worker')}; {endings[job.tenant]}"
-            )
+            reason = refused.get(job.id)
+            if reason is None:
+                reason = granted.get((job.tenant, count))
+                if reason is None:
+                    reason = f"DRF: {counted(count, 'worker')}; {endings[job.tenant]}"
+                    granted[(job.tenant, count)] = reason
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
         return out
 

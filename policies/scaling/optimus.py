@@ -31,7 +31,7 @@ import heapq
 from collections.abc import Sequence
 from typing import ClassVar
 
-from policies.common.pool import ResourcePool, keep_running, next_count
+from policies.common.pool import ResourcePool, keep_running, next_count, worker_counts
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
@@ -54,10 +54,14 @@ class Optimus:
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
         snapshot = ctx.snapshot
         pool = ResourcePool.for_training(snapshot)
-        counts = {job.id: job.allowed_worker_counts() for job in jobs}
+        counts = worker_counts(jobs)
         workers, reasons = keep_running(jobs, snapshot, pool, "Optimus")
+        # Most waiting jobs of a full cluster are refused with one of a few reasons
+        # (by their minimum and the GPUs left): each worded once.
+        refusals: dict[tuple[int, int, float], str] = {}
+        running = JobState.RUNNING
         for job in jobs:
-            if job.state is JobState.RUNNING:
+            if job.state is running:
                 continue
             minimum = counts[job.id][0]
             if pool.fits(job, minimum):
@@ -65,11 +69,15 @@ class Optimus:
                 pool.take(job, minimum)
             else:
                 workers[job.id] = 0
-                reasons[job.id] = (
-                    f"Optimus: no capacity left at its minimum of {counted(minimum, 'worker')} "
-                    f"({counted(minimum * job.gpus_per_worker, 'GPU')}; "
-                    f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left)"
-                )
+                key = (minimum, job.gpus_per_worker, pool.left[0])
+                reason = refusals.get(key)
+                if reason is None:
+                    reason = refusals[key] = (
+                        f"Optimus: no capacity left at its minimum of {counted(minimum, 'worker')} "
+                        f"({counted(minimum * job.gpus_per_worker, 'GPU')}; "
+                        f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left)"
+                    )
+                reasons[job.id] = reason
 
         # Max-heap of the next step of every job that runs: (-gain, service rank, job).
         steps: list[tuple[float, int, str]] = []
@@ -77,6 +85,8 @@ class Optimus:
         last_gain: dict[str, float] = {}
 
         def push_step(job: Job, rank: int) -> None:
+            if workers[job.id] >= counts[job.id][-1]:
+                return  # at its largest count (every rigid job): no step to weigh
             gain = _gain(job, workers[job.id], counts[job.id])
             if gain is not None:
                 heapq.heappush(steps, (-gain, rank, job.id))
