@@ -256,15 +256,17 @@ class FreeCapacity:
     # -- changes (engine only) ----------------------------------------------------------------
     def take(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Commit `assignments` of `job`; raises CapacityError if any is not free."""
-        if len(assignments) == 1 and self._lowest_free(job, assignments[0]):
-            a = assignments[0]
-            node_id, count = a.node_id, len(a.gpu_indices)
-            free = self._free[node_id]
-            self._move(node_id, len(free), len(free) - count)
-            self._free[node_id] = free[count:]
-            self.total_free -= count
-            if job.cpus_per_worker or job.memory_gb_per_worker:
-                self._spend(node_id, count // job.gpus_per_worker, job, -1)
+        if self._on_lowest_free(job, assignments):
+            gpw = job.gpus_per_worker
+            needs_more = job.cpus_per_worker or job.memory_gb_per_worker
+            for a in assignments:
+                node_id, count = a.node_id, len(a.gpu_indices)
+                free = self._free[node_id]
+                self._move(node_id, len(free), len(free) - count)
+                self._free[node_id] = free[count:]
+                self.total_free -= count
+                if needs_more:
+                    self._spend(node_id, count // gpw, job, -1)
             return
         self._check(job, assignments)
         for a in assignments:
@@ -275,23 +277,41 @@ class FreeCapacity:
             self._spend(a.node_id, len(a.gpu_indices) // job.gpus_per_worker, job, -1)
             self.total_free -= len(a.gpu_indices)
 
-    def _lowest_free(self, job: Job, a: Assignment) -> bool:
-        """Whether `a` is a valid placement of whole workers on the lowest free GPUs of its
-        node, as most placements are: the checks of :meth:`_check`, done cheaply. False
-        sends the assignment through the full check (which then says what is wrong)."""
-        free = self._free.get(a.node_id)
-        indices = a.gpu_indices
-        count = len(indices)
-        if free is None or count % job.gpus_per_worker or tuple(free[:count]) != indices:
+    def _on_lowest_free(self, job: Job, assignments: Sequence[Assignment]) -> bool:
+        """Whether `assignments` are whole workers on the lowest free GPUs of distinct nodes
+        that take them, as placements built with :func:`assignments_for` are: the checks of
+        :meth:`_check`, done cheaply (they run for every job the engine starts). False
+        sends the assignments through the full check, which says what is wrong."""
+        if len(assignments) > 1 and len({a.node_id for a in assignments}) < len(assignments):
             return False
-        if self._nodes[a.node_id].gpu_memory_gb < job.gpu_memory_gb:
+        gpw = job.gpus_per_worker
+        by_gpus_alone = self.fits_by_gpus_alone(job)
+        for a in assignments:
+            node_id, indices = a.node_id, a.gpu_indices
+            free = self._free.get(node_id)
+            count = len(indices)
+            if free is None or count % gpw or tuple(free[:count]) != indices:
+                return False
+            if not by_gpus_alone and not self._fits_node(job, node_id, count // gpw):
+                return False
+        return True
+
+    def _fits_node(self, job: Job, node_id: str, workers: int) -> bool:
+        """Whether the node's GPU memory, free CPUs and free memory take `workers` workers.
+
+        Only the GPU memory needs a look for most jobs (no CPU or memory needs), and
+        not even that when every node has enough of it.
+        """
+        if (
+            job.gpu_memory_gb > self._min_gpu_memory_gb
+            and self._nodes[node_id].gpu_memory_gb < job.gpu_memory_gb
+        ):
             return False
-        workers = count // job.gpus_per_worker
         cpus = workers * job.cpus_per_worker
-        if cpus > 0 and cpus > self._cpus[a.node_id] + 1e-9:
+        if cpus > 0 and cpus > self._cpus[node_id] + 1e-9:
             return False
         memory = workers * job.memory_gb_per_worker
-        return not (memory > 0 and memory > self._mem[a.node_id] + 1e-9)
+        return not (memory > 0 and memory > self._mem[node_id] + 1e-9)
 
     def _spend(self, node_id: str, workers: int, job: Job, sign: int) -> None:
         """Take (`sign` -1) or give back (+1) the CPUs and memory of `workers` workers."""

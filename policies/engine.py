@@ -531,17 +531,28 @@ class _Allocation:
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
         self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
         self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
+        # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
+        self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
 
     def _quota_left(self, tenant: str) -> int | None:
-        spec = self.snapshot.tenants_by_id.get(tenant)
-        if spec is None or spec.gpu_quota is None:
+        quota = self.quotas.get(tenant)
+        if quota is None:
             return None
-        return spec.gpu_quota - self.tenant_gpus.get(tenant, 0)
+        return quota - self.tenant_gpus.get(tenant, 0)
 
-    def _hold(self, job: Job, assignments: tuple[Assignment, ...]) -> None:
+    def _hold(self, job: Job, assignments: tuple[Assignment, ...], gpus: int) -> None:
+        """`job` holds `assignments`, `gpus` GPUs in all (the caller has counted them)."""
         self.placement[job.id] = assignments
-        gpus = sum(len(a.gpu_indices) for a in assignments)
         self.tenant_gpus[job.tenant] = self.tenant_gpus.get(job.tenant, 0) + gpus
+
+    def _wait(self, job: Job, reason: str) -> None:
+        """`job` stays pending for `reason`.
+
+        A job no node of this cluster could ever hold says so instead, whatever else
+        keeps it waiting (it still blocks a strict order: the cluster may grow). Asked
+        only here, for the jobs that wait: the answer depends on the nodes alone.
+        """
+        self.pending[job.id] = self.free.never_fits(job) or reason
 
     def run(self) -> tuple[tuple[PlacementEntry, ...], tuple[JobNote, ...], tuple[JobNote, ...]]:
         running_state = JobState.RUNNING
@@ -681,7 +692,7 @@ class _Allocation:
                 self.free.take(job, job.placement)
             except CapacityError:
                 continue
-            self._hold(job, job.placement)
+            self._hold(job, job.placement, held)
             del self.preempted[job.id]
             self.outranked.discard(job.id)
 
@@ -719,16 +730,13 @@ class _Allocation:
 
     def _start(self, job: Job, blocked_by: str | None) -> str | None:
         """Try to start a job that holds no GPUs; return who blocks later jobs."""
-        # A job no node of this cluster could ever hold says so, whatever else keeps it
-        # waiting; it still blocks a strict order (the cluster may grow).
-        never = self.free.never_fits(job)
         target = self.target.get(job.id)
         workers = target.workers if target is not None else job.workers
         if workers == 0:
             reason = (
                 target.reason if target is not None and target.reason else "no workers assigned"
             )
-            self.pending[job.id] = never or f"scaling: {reason}"
+            self._wait(job, f"scaling: {reason}")
             return blocked_by
         if blocked_by is not None:
             # Every job behind the blocker waits for the same reason: worded once.
@@ -739,55 +747,69 @@ class _Allocation:
                     f"waiting behind job {blocked_by!r} (strict order, no backfill)",
                 )
                 self._behind = behind
-            self.pending[job.id] = never or behind[1]
+            self._wait(job, behind[1])
             return blocked_by
         if self.selected is not None and job.id not in self.selected:
-            self.pending[job.id] = never or self._outside_run_set
+            self._wait(job, self._outside_run_set)
             return blocked_by
-        need = workers * job.gpus_per_worker
-        quota = self._quota_left(job.tenant)
-        if quota is not None and need > quota:
-            self.pending[job.id] = never or (
-                f"tenant {job.tenant!r} quota: needs {counted(need, 'GPU')}, "
-                f"{max(quota, 0)} left of its quota"
-            )
-            return blocked_by
+        gpw = job.gpus_per_worker
+        if self.quotas:
+            need = workers * gpw
+            quota = self._quota_left(job.tenant)
+            if quota is not None and need > quota:
+                self._wait(
+                    job,
+                    f"tenant {job.tenant!r} quota: needs {counted(need, 'GPU')}, "
+                    f"{max(quota, 0)} left of its quota",
+                )
+                return blocked_by
         counts = [workers]
         if not job.gang:
             counts += [w for w in reversed(job.allowed_worker_counts()) if w < workers]
+        free = self.free
         reason = ""
         for count in counts:
-            if count * job.gpus_per_worker > self.free.total_free:
-                need = count * job.gpus_per_worker
-                reason = f"needs {counted(need, 'GPU')}, {self.free.total_free} free"
+            need = count * gpw
+            if need > free.total_free:
+                reason = f"needs {counted(need, 'GPU')}, {free.total_free} free"
                 continue
-            room = self.free.room_at_most(job)
+            room = free.room_at_most(job)
             if room < count:
                 reason = not_enough_room(job, count, room)
                 continue
             outcome = self._place(job, count)
-            if outcome.placed:
+            if outcome.assignments:
                 self.grown_tenants.add(job.tenant)
-                self._hold(job, outcome.assignments)
+                self._hold(job, outcome.assignments, need)
                 return blocked_by
             reason = outcome.reason or "placement found no fit"
-        self.pending[job.id] = never or reason
+        self._wait(job, reason)
         return None if self.ordering.backfill else job.id
 
     def _place(self, job: Job, workers: int) -> PlacementOutcome:
+        """Ask the placement policy for `workers` workers of `job`; commit what it returns.
+
+        Runs for every job the walk starts: the common answer (one node) is counted
+        without a generator, and the capacity re-checks every GPU before taking it.
+        """
+        ctx, free, expected = self.rnd.ctx, self.free, workers * job.gpus_per_worker
+
         def call(p: PlacementPolicy) -> PlacementOutcome:
-            outcome = p.place(self.rnd.ctx, job, workers, self.free)
-            if outcome.assignments:
-                placed = sum(len(a.gpu_indices) for a in outcome.assignments)
-                if placed != workers * job.gpus_per_worker:
+            outcome = p.place(ctx, job, workers, free)
+            assignments = outcome.assignments
+            if assignments:
+                if len(assignments) == 1:
+                    placed = len(assignments[0].gpu_indices)
+                else:
+                    placed = sum(len(a.gpu_indices) for a in assignments)
+                if placed != expected:
                     raise PolicyFault(
                         Stage.PLACEMENT,
                         _name(p),
-                        f"placed {counted(placed, 'GPU')} for job {job.id!r}, "
-                        f"expected {workers * job.gpus_per_worker}",
+                        f"placed {counted(placed, 'GPU')} for job {job.id!r}, expected {expected}",
                     )
                 try:
-                    self.free.take(job, outcome.assignments)
+                    free.take(job, assignments)
                 except CapacityError as error:
                     raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
                 if outcome.details:

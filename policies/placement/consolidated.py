@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policies.capacity import FreeCapacity, assignments_for, not_enough_room
 from policies.decision import Stage
-from policies.model import Job
+from policies.model import Assignment, Job
 from policies.protocols import Context, PlacementOutcome
 
 
@@ -50,9 +50,11 @@ class Consolidated:
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
         single = best_single_node(job, workers, free)
-        if single is not None:
-            return PlacementOutcome(assignments=assignments_for(free, job, [(single, workers)]))
         need = workers * job.gpus_per_worker
+        if single is not None:
+            # Most jobs fit one node: their one assignment, built directly.
+            gpus = free.lowest_free_gpus(single, need)
+            return PlacementOutcome(assignments=(Assignment(node_id=single, gpu_indices=gpus),))
         if not self.params.split_jobs_that_fit_one_node and need <= free.max_gpus_per_node:
             return PlacementOutcome(
                 reason=f"waits for one node with {need} free GPUs (it is never split across nodes)"
