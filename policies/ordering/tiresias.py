@@ -119,45 +119,59 @@ class Tiresias:
         executed = job.executed_time_s
         return (job.attained_service_gpu_s, executed, ctx.now - job.submit_time - executed)
 
-    def _standing(self, ctx: Context, job: Job, kept: dict[str, Offsets]) -> tuple[int, bool]:
-        """(queue, promoted this round) of `job`, reckoned from its last promotion."""
-        # The counters of `_counters`, inline: the order asks this for every job.
-        attained = job.attained_service_gpu_s
-        executed = job.executed_time_s
-        pending = ctx.now - job.submit_time - executed
-        offsets = kept.get(job.id) if kept else None
-        if offsets is not None:
-            attained -= offsets[0]
-            executed -= offsets[1]
-            pending -= offsets[2]
+    def _standings(
+        self, ctx: Context, jobs: Sequence[Job], kept: dict[str, Offsets]
+    ) -> list[tuple[int, bool]]:
+        """(queue, promoted this round) of each job, reckoned from its last promotion.
+
+        One loop for all the jobs, with the parameters read once: the order asks this
+        for every job of every round, and `commit` for every job that ever ran.
+        """
+        now = ctx.now
         factor = self.params.starvation_factor
-        # Only a waiting job can starve (as in the authors' simulator, which checks its
-        # pending queue); a running one keeps the queue its service says.
-        if (
-            factor > 0
-            and executed > 0
-            and pending >= factor * executed
-            and pending > 0
-            and job.state is not JobState.RUNNING
-        ):
-            return 0, True
-        return bisect_right(self.params.queue_thresholds_gpu_s, attained), False
+        thresholds = self.params.queue_thresholds_gpu_s
+        running = JobState.RUNNING
+        out: list[tuple[int, bool]] = []
+        for job in jobs:
+            attained = job.attained_service_gpu_s
+            executed = job.executed_time_s
+            pending = now - job.submit_time - executed
+            offsets = kept.get(job.id) if kept else None
+            if offsets is not None:
+                attained -= offsets[0]
+                executed -= offsets[1]
+                pending -= offsets[2]
+            # Only a waiting job can starve (as in the authors' simulator, which checks its
+            # pending queue); a running one keeps the queue its service says.
+            if (
+                factor > 0
+                and executed > 0
+                and pending >= factor * executed
+                and pending > 0
+                and job.state is not running
+            ):
+                out.append((0, True))
+            else:
+                out.append((bisect_right(thresholds, attained), False))
+        return out
 
     def queue(self, ctx: Context, job: Job) -> int:
         """The job's queue, 0 (served first) to K."""
-        return self._standing(ctx, job, self._promotions(ctx))[0]
+        return self._standings(ctx, [job], self._promotions(ctx))[0][0]
 
     def starving(self, ctx: Context, job: Job) -> bool:
         """Whether `job` is promoted this round (it waited too long since its last run)."""
-        return self._standing(ctx, job, self._promotions(ctx))[1]
+        return self._standings(ctx, [job], self._promotions(ctx))[0][1]
 
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         kept = self._promotions(ctx)
         position = ctx.snapshot.job_positions
-        standing = self._standing
         # Within a queue: first come, first served; same-second arrivals in snapshot order.
         # Keys built once in a list and sorted by index: no key function call per job.
-        keys = [(standing(ctx, j, kept)[0], j.submit_time, position.get(j.id, 0)) for j in jobs]
+        keys = [
+            (queue, j.submit_time, position.get(j.id, 0))
+            for (queue, _), j in zip(self._standings(ctx, jobs, kept), jobs, strict=True)
+        ]
         ranked = sorted(range(len(keys)), key=keys.__getitem__)
         return Ordering(
             job_ids=tuple([jobs[i].id for i in ranked]),
@@ -168,11 +182,10 @@ class Tiresias:
     def commit(self, ctx: Context, decision: Decision) -> JsonValue:
         """Promotions of jobs still in the snapshot, with this round's new ones."""
         kept = self._promotions(ctx)
+        # Jobs that never ran and were never promoted: nothing to remember.
+        ran = [j for j in ctx.snapshot.jobs if j.executed_time_s > 0 or j.id in kept]
         out: dict[str, JsonValue] = {}
-        for job in ctx.snapshot.jobs:
-            if job.executed_time_s <= 0 and job.id not in kept:
-                continue  # never ran, never promoted: nothing to remember
-            _, promoted = self._standing(ctx, job, kept)
+        for job, (_, promoted) in zip(ran, self._standings(ctx, ran, kept), strict=True):
             offsets = self._counters(ctx, job) if promoted else kept.get(job.id)
             if offsets is not None:
                 out[job.id] = list(offsets)
