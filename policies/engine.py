@@ -659,14 +659,18 @@ class _Allocation:
         selected_before: dict[str, int] = {}
         count = 0
         for job in self.ordered:
-            selected_before[job.id] = count
-            count += job.id in selected
+            job_id = job.id
+            if job_id in selected:
+                count += 1
+            elif job_id in outside:
+                selected_before[job_id] = count
+        order = self.rnd.pipeline.ordering.name
         for job in running:
             if job.id in outside:
                 keep.discard(job.id)
                 self.preempted[job.id] = (
                     f"preempted for higher-priority jobs ({selected_before[job.id]} ahead in "
-                    f"{self.rnd.pipeline.ordering.name} order)"
+                    f"{order} order)"
                 )
                 self.outranked.add(job.id)
         return keep
@@ -677,12 +681,11 @@ class _Allocation:
         Not when a job started or grown this round left the tenant no quota for it, nor
         when others took the node's CPUs or memory: then the preemption was needed.
         """
+        all_free = self.free.all_free
         for job in running:
             if job.id not in self.outranked:
                 continue
-            if not all(
-                set(a.gpu_indices) <= set(self.free.free_gpus(a.node_id)) for a in job.placement
-            ):
+            if not all(all_free(a.node_id, a.gpu_indices) for a in job.placement):
                 continue
             quota = self._quota_left(job.tenant)
             held = self.rnd.held_gpus[job.id]
@@ -832,6 +835,7 @@ class _Allocation:
         # formatted once per decision, not once per job.
         wheres: dict[tuple[int, int], str] = {}
         keeps: dict[tuple[int, int], str] = {}
+        starts: dict[tuple[int, int], str] = {}
         running_state = JobState.RUNNING
         was_preempted, is_pending, keeps_running = (
             JobStatus.PREEMPTED,
@@ -866,7 +870,12 @@ class _Allocation:
                         keeps[(gpus, nodes)] = found
                     reason = found
                 elif job.state is not running_state:
-                    status, reason = JobStatus.STARTED, f"started: {_where(wheres, gpus, nodes)}"
+                    status = JobStatus.STARTED
+                    found = starts.get((gpus, nodes))
+                    if found is None:
+                        found = f"started: {_where(wheres, gpus, nodes)}"
+                        starts[(gpus, nodes)] = found
+                    reason = found
                 else:
                     status, reason = (
                         JobStatus.RESIZED,
