@@ -47,18 +47,22 @@ class ShortestRemainingTimeFirst:
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         position = ctx.snapshot.job_positions
 
-        remaining = [job.remaining_time_s() for job in jobs]
-        # Keys built once in a list and sorted by index: no key function call per job.
-        keys = [
-            (
-                left is None,
-                left if left is not None else 0.0,
-                job.submit_time,
-                position.get(job.id, 0),
-            )
-            for left, job in zip(remaining, jobs, strict=True)
-        ]
-        ranked = sorted(range(len(keys)), key=keys.__getitem__)
+        # Jobs with an estimate first, by remaining time; then those without one. Two
+        # sorts of tuples that open with a float (then submission time, snapshot
+        # position and the job's index, so ties fall as a stable sort would leave
+        # them): Python compares such keys much faster than ones opening with a flag.
+        known: list[tuple[float, float, int, int]] = []
+        unknown: list[tuple[float, int, int]] = []
+        for i, job in enumerate(jobs):
+            left = job.remaining_time_s()
+            if left is None:
+                unknown.append((job.submit_time, position.get(job.id, 0), i))
+            else:
+                known.append((left, job.submit_time, position.get(job.id, 0), i))
+        known.sort()
+        unknown.sort()
+        ranked = [key[-1] for key in known]
+        ranked += [key[-1] for key in unknown]
         return Ordering(
             job_ids=tuple([jobs[i].id for i in ranked]),
             preemptive=True,

@@ -166,13 +166,21 @@ class Tiresias:
     def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
         kept = self._promotions(ctx)
         position = ctx.snapshot.job_positions
-        # Within a queue: first come, first served; same-second arrivals in snapshot order.
-        # Keys built once in a list and sorted by index: no key function call per job.
-        keys = [
-            (queue, j.submit_time, position.get(j.id, 0))
-            for (queue, _), j in zip(self._standings(ctx, jobs, kept), jobs, strict=True)
+        # Queue by queue; within a queue first come, first served, same-second arrivals in
+        # snapshot order (then the job's index, as a stable sort leaves ties). Each queue
+        # is sorted on tuples that open with the float submission time, which Python
+        # compares much faster than keys that open with a queue most jobs share.
+        queues: list[list[tuple[float, int, int]]] = [
+            [] for _ in range(len(self.params.queue_thresholds_gpu_s) + 1)
         ]
-        ranked = sorted(range(len(keys)), key=keys.__getitem__)
+        for i, ((queue, _), job) in enumerate(
+            zip(self._standings(ctx, jobs, kept), jobs, strict=True)
+        ):
+            queues[queue].append((job.submit_time, position.get(job.id, 0), i))
+        ranked: list[int] = []
+        for members in queues:
+            members.sort()
+            ranked += [key[-1] for key in members]
         return Ordering(
             job_ids=tuple([jobs[i].id for i in ranked]),
             preemptive=True,
