@@ -16,7 +16,7 @@ job with CPU or memory needs is computed for all nodes at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -153,6 +153,11 @@ class FreeCapacity:
         With `rack`, only the nodes of that rack, in the same relative order. Read only.
         """
         return self._buckets if rack is None else self._rack_buckets[rack]
+
+    @property
+    def racks_by_node(self) -> Mapping[str, str]:
+        """The rack of every schedulable node, by node id. Read only."""
+        return self._rack_of
 
     def rack_of(self, node_id: str) -> str:
         """The rack of a schedulable node (its `topology.rack`)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
+from operator import itemgetter
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,18 +104,20 @@ def fewest_nodes(
     costs no extra node; `candidates` are (node, workers that fit) and hold `workers` in all.
     """
     fewest = _greedy(candidates, workers)
-    rack_of = free.rack_of
+    # Grouped with a plain look-up per candidate: this runs over hundreds of nodes for
+    # every job that needs more than one.
+    rack_of = free.racks_by_node
     racks: dict[str, list[tuple[str, int]]] = {}
-    for node_id, fit in candidates:
-        rack = rack_of(node_id)
+    for candidate in candidates:
+        rack = rack_of[candidate[0]]
         members = racks.get(rack)
         if members is None:
-            racks[rack] = [(node_id, fit)]
+            racks[rack] = [candidate]
         else:
-            members.append((node_id, fit))
+            members.append(candidate)
     for rack in sorted(racks):
         members = racks[rack]
-        if not rack or sum(fit for _, fit in members) < workers:
+        if not rack or sum(map(_fit, members)) < workers:
             continue
         in_rack = _greedy(members, workers)
         if len(in_rack) <= len(fewest):
@@ -198,8 +201,9 @@ def _greedy_by_counts(
 
 def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
     """Fewest nodes: largest first; the last piece goes to the tightest node that fits it."""
-    ranked = sorted(candidates, key=lambda c: -c[1])
-    descending_fits = [-fit for _, fit in ranked]
+    # Most workers first; equal ones keep their candidate order (the sort is stable,
+    # reversed or not).
+    ranked = sorted(candidates, key=_fit, reverse=True)
     picked: list[tuple[str, int]] = []
     left = workers
     i = 0
@@ -207,7 +211,7 @@ def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, 
         node_id, fit = ranked[i]
         if fit >= left:
             # Best fit for the remainder: the last node (fewest free) that still takes it.
-            tight = ranked[bisect_right(descending_fits, -left) - 1]
+            tight = ranked[bisect_right(ranked, -left, key=_negative_fit) - 1]
             picked.append((tight[0], left))
             left = 0
         else:
@@ -215,3 +219,10 @@ def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, 
             left -= fit
         i += 1
     return picked
+
+
+_fit = itemgetter(1)
+
+
+def _negative_fit(candidate: tuple[str, int]) -> int:
+    return -candidate[1]
