@@ -681,14 +681,20 @@ class _Allocation:
         Not when a job started or grown this round left the tenant no quota for it, nor
         when others took the node's CPUs or memory: then the preemption was needed.
         """
-        all_free = self.free.all_free
+        free = self.free
+        all_free = free.all_free
+        held_gpus = self.rnd.held_gpus
         for job in running:
             if job.id not in self.outranked:
+                continue
+            held = held_gpus[job.id]
+            # Its GPUs cannot all be free when fewer are free in all (on a busy cluster,
+            # none are): no look at its nodes then.
+            if held > free.total_free:
                 continue
             if not all(all_free(a.node_id, a.gpu_indices) for a in job.placement):
                 continue
             quota = self._quota_left(job.tenant)
-            held = self.rnd.held_gpus[job.id]
             if job.tenant in self.grown_tenants and quota is not None and held > quota:
                 continue
             try:
