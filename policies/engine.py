@@ -589,18 +589,23 @@ class _Allocation:
     def _running_to_keep(self, running: list[Job]) -> set[str]:
         """Running jobs that keep their GPUs; the others are preempted (with a reason)."""
         keep: set[str] = set()
-        has_node = self.free.has_node
         targets = self.target
         # A valid snapshot places jobs only on its own nodes: when training may use all of
         # them, no running job can have lost one, and the per-job look is skipped.
-        may_lose = len(self.free.node_ids()) != len(self.snapshot.nodes)
+        usable = set(self.free.node_ids())
+        may_lose = len(usable) != len(self.snapshot.nodes)
         for job in running:
             job_id = job.id
-            lost = [a.node_id for a in job.placement if not has_node(a.node_id)] if may_lose else ()
+            lost = None
+            if may_lose:
+                for a in job.placement:
+                    if a.node_id not in usable:
+                        lost = a.node_id
+                        break
             target = targets.get(job_id)
-            if lost:
+            if lost is not None:
                 self.preempted[job_id] = (
-                    f"node {lost[0]!r} is unhealthy or no longer available to training"
+                    f"node {lost!r} is unhealthy or no longer available to training"
                 )
             elif target is not None and target.workers == 0:
                 self.preempted[job_id] = (
@@ -621,7 +626,7 @@ class _Allocation:
         for job in must_run:
             # Their GPUs count against their tenant's quota like any selected job's.
             tenant_budget[job.tenant] = tenant_budget.get(job.tenant, 0) + held[job.id]
-        quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
+        quotas = self.quotas
         preempted = self.preempted
         backfill = self.ordering.backfill
         running_state = JobState.RUNNING
@@ -636,10 +641,11 @@ class _Allocation:
             if workers == 0:
                 continue
             need = held[job_id] if job.state is running_state else workers * job.gpus_per_worker
-            if quotas:
+            quota = quotas.get(job.tenant) if quotas else None
+            if quota is not None:
+                # Only tenants with a quota need their tally.
                 used = tenant_budget.get(job.tenant, 0)
-                quota = quotas.get(job.tenant)
-                if quota is not None and used + need > quota:
+                if used + need > quota:
                     continue
                 if need <= budget:
                     tenant_budget[job.tenant] = used + need
