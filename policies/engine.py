@@ -464,7 +464,12 @@ class _Round:
             placement=placement,
             preemptions=preempted,
             pending=pending + deferred,
-            explanations=tuple(explained[i] for i in map(_job_id, jobs) if i in explained),
+            explanations=(
+                # Every job explained (the usual case): looked up without a Python loop.
+                tuple(map(explained.__getitem__, map(_job_id, jobs)))
+                if len(explained) == len(jobs)
+                else tuple(explained[i] for i in map(_job_id, jobs) if i in explained)
+            ),
             fallback=self.fallback,
         )
 
@@ -770,14 +775,15 @@ class _Allocation:
             self._wait(job, self._outside_run_set)
             return blocked_by
         gpw = job.gpus_per_worker
-        if self.quotas:
+        quota = self.quotas.get(job.tenant) if self.quotas else None
+        if quota is not None:
             need = workers * gpw
-            quota = self._quota_left(job.tenant)
-            if quota is not None and need > quota:
+            left = quota - self.tenant_gpus.get(job.tenant, 0)
+            if need > left:
                 self._wait(
                     job,
                     f"tenant {job.tenant!r} quota: needs {counted(need, 'GPU')}, "
-                    f"{max(quota, 0)} left of its quota",
+                    f"{max(left, 0)} left of its quota",
                 )
                 return blocked_by
         counts = [workers]

@@ -131,6 +131,8 @@ class Tiresias:
         factor = self.params.starvation_factor
         thresholds = self.params.queue_thresholds_gpu_s
         running = JobState.RUNNING
+        # One (queue, False) pair per queue, shared by the jobs in it: no pair per job.
+        unpromoted = [(queue, False) for queue in range(len(thresholds) + 1)]
         out: list[tuple[int, bool]] = []
         for job in jobs:
             attained = job.attained_service_gpu_s
@@ -152,7 +154,7 @@ class Tiresias:
             ):
                 out.append((0, True))
             else:
-                out.append((bisect_right(thresholds, attained), False))
+                out.append(unpromoted[bisect_right(thresholds, attained)])
         return out
 
     def queue(self, ctx: Context, job: Job) -> int:

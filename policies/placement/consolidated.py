@@ -83,7 +83,7 @@ def best_single_node(
     buckets = free.nodes_by_free()
     # Without CPU or memory needs, any node of a bucket fits: the first one is the answer.
     by_gpus_alone = allowed is None and free.fits_by_gpus_alone(job)
-    for count in range(need, free.max_gpus_per_node + 1):
+    for count in range(need, len(buckets)):
         bucket = buckets[count]
         if not bucket:
             continue
