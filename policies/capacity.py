@@ -163,6 +163,11 @@ class FreeCapacity:
         """The rack of a schedulable node (its `topology.rack`)."""
         return self._rack_of[node_id]
 
+    @property
+    def free_gpus_by_rack(self) -> Mapping[str, int]:
+        """Free GPUs of each rack's nodes, in all, by rack. Read only."""
+        return self._rack_free
+
     def rack_free_gpus(self, rack: str) -> int:
         """Free GPUs of a rack's nodes, in all."""
         return self._rack_free[rack]

@@ -67,7 +67,7 @@ class Consolidated:
             picks = fewest_nodes_by_counts(job.gpus_per_worker, workers, free)
             return PlacementOutcome(assignments=assignments_for(free, job, picks))
         candidates = free.candidate_nodes(job)
-        room = sum(fit for _, fit in candidates)
+        room = sum(map(_fit, candidates))
         if room < workers:
             return PlacementOutcome(reason=not_enough_room(job, workers, room))
         return PlacementOutcome(
@@ -103,7 +103,9 @@ def fewest_nodes(
     """(node, workers) picks over as few of `candidates` as possible, within one rack if that
     costs no extra node; `candidates` are (node, workers that fit) and hold `workers` in all.
     """
-    fewest = _greedy(candidates, workers)
+    # The greedy's node count alone, from the fits: its picks are worked out only for
+    # the winner (a rack's few nodes, or all candidates when no rack matches).
+    fewest = _greedy_count(candidates, workers)
     # Grouped with a plain look-up per candidate: this runs over hundreds of nodes for
     # every job that needs more than one.
     rack_of = free.racks_by_node
@@ -119,12 +121,11 @@ def fewest_nodes(
         members = racks[rack]
         if not rack or sum(map(_fit, members)) < workers:
             continue
-        in_rack = _greedy(members, workers)
-        if len(in_rack) <= len(fewest):
+        if _greedy_count(members, workers) <= fewest:
             # The first rack (by name) that costs no extra node: no rack needs fewer
             # nodes than the whole cluster (see fewest_nodes_by_counts).
-            return in_rack
-    return fewest
+            return _greedy(members, workers)
+    return _greedy(candidates, workers)
 
 
 def fewest_nodes_by_counts(
@@ -143,11 +144,10 @@ def fewest_nodes_by_counts(
     chosen: str | None = None
     best = global_count
     need = gpus_per_worker * workers
-    for rack in free.racks():
-        # A rack with fewer free GPUs than the job needs cannot hold it: skipped without
-        # a walk of its buckets (most racks of a busy cluster).
-        if not rack or free.rack_free_gpus(rack) < need:
-            continue
+    rack_free = free.free_gpus_by_rack
+    # A rack with fewer free GPUs than the job needs cannot hold it: skipped without a
+    # walk of its buckets (most racks of a busy cluster; hundreds on a large one).
+    for rack in [r for r in free.racks() if r and rack_free[r] >= need]:
         count = _nodes_needed(free.nodes_by_free(rack), gpus_per_worker, workers)
         # As in fewest_nodes: the first rack (by name) that costs no extra node, then
         # only a rack that needs strictly fewer.
@@ -219,6 +219,19 @@ def _greedy(candidates: list[tuple[str, int]], workers: int) -> list[tuple[str, 
             left -= fit
         i += 1
     return picked
+
+
+def _greedy_count(candidates: list[tuple[str, int]], workers: int) -> int:
+    """How many nodes :func:`_greedy` picks: the fewest largest fits that hold `workers`
+    (all of them if they never do), counted on the fits alone."""
+    left = workers
+    count = 0
+    for fit in sorted(map(_fit, candidates), reverse=True):
+        if left <= 0:
+            break
+        count += 1
+        left -= fit
+    return count
 
 
 _fit = itemgetter(1)
