@@ -29,10 +29,16 @@ class AsRequested:
         out = []
         running = JobState.RUNNING
         for job in jobs:
+            workers = job.workers
             # A running job keeps what it holds: rescaling it is not this policy's call.
-            workers = job.placed_workers if job.state is running else job.workers
-            if workers != job.workers and not job.accepts_workers(workers):
-                workers = job.workers
+            # A rigid job (no bounds given) accepts its request alone, so only a job with
+            # bounds needs its held workers counted.
+            if job.state is running and (
+                job.min_workers is not None or job.max_workers is not None
+            ):
+                held = job.placed_workers
+                if held == workers or job.accepts_workers(held):
+                    workers = held
             out.append(
                 ScalingResult(job_id=job.id, workers=workers, ps=job.ps, reason="as requested")
             )
