@@ -474,13 +474,16 @@ class _Round:
         )
 
     def _admission(self, jobs: list[Job]) -> list[AdmissionResult]:
+        in_order = False
+
         def call(p: AdmissionPolicy) -> list[AdmissionResult]:
+            nonlocal in_order
             results = list(p.admit(self.ctx, jobs))
-            _check_one_each(Stage.ADMISSION, p, [r.job_id for r in results], jobs)
+            in_order = _check_one_each(Stage.ADMISSION, p, [r.job_id for r in results], jobs)
             return results
 
         results = self.call(self.admission, call)
-        if _in_order([r.job_id for r in results], jobs):
+        if in_order:
             return results  # already in submission order, as most policies answer
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
@@ -494,25 +497,35 @@ class _Round:
         return self.call(self.ordering, call)
 
     def _scaling(self, jobs: list[Job]) -> list[ScalingResult]:
+        in_order = False
+
         def call(p: ScalingPolicy) -> list[ScalingResult]:
+            nonlocal in_order
             results = list(p.scale(self.ctx, jobs))
-            _check_one_each(Stage.SCALING, p, [r.job_id for r in results], jobs)
+            in_order = _check_one_each(Stage.SCALING, p, [r.job_id for r in results], jobs)
+            # Each result beside its job: paired in order when the answer is in service
+            # order (as most policies answer), else looked up.
             by_id = self.snapshot.jobs_by_id
-            for r in results:
-                job = by_id[r.job_id]
+            pairs = (
+                zip(results, jobs, strict=True)
+                if in_order
+                else ((r, by_id[r.job_id]) for r in results)
+            )
+            for r, job in pairs:
                 # The requested count is always accepted (the snapshot's bounds hold it).
-                if r.workers and r.workers != job.workers and not job.accepts_workers(r.workers):
+                workers = r.workers
+                if workers and workers != job.workers and not job.accepts_workers(workers):
                     raise PolicyFault(
                         Stage.SCALING,
                         _name(p),
-                        f"{counted(r.workers, 'worker')} for job {job.id!r} breaks its bounds "
+                        f"{counted(workers, 'worker')} for job {job.id!r} breaks its bounds "
                         f"[{job.lo}, {job.hi}] or step rule {job.scaling_rule.value}",
                     )
             return results
 
         results = self.call(self.scaling, call)
-        if _in_order([r.job_id for r in results], jobs):
-            return results  # already in service order, as most policies answer
+        if in_order:
+            return results
         order = {j.id: i for i, j in enumerate(jobs)}
         return sorted(results, key=lambda r: order[r.job_id])
 
@@ -980,9 +993,10 @@ def _in_order(ids: list[str], jobs: Sequence[Job]) -> bool:
     return ids == [j.id for j in jobs]
 
 
-def _check_one_each(stage: Stage, policy: object, ids: list[str], jobs: Sequence[Job]) -> None:
+def _check_one_each(stage: Stage, policy: object, ids: list[str], jobs: Sequence[Job]) -> bool:
+    """Raise unless `ids` name each of `jobs` exactly once; return whether in their order."""
     if _in_order(ids, jobs):
-        return  # the usual answer: each job once (a snapshot's job ids are unique)
+        return True  # the usual answer: each job once (a snapshot's job ids are unique)
     expected = {j.id for j in jobs}
     if len(ids) != len(expected) or set(ids) != expected:
         missing = sorted(expected - set(ids))[:5]
@@ -993,6 +1007,7 @@ def _check_one_each(stage: Stage, policy: object, ids: list[str], jobs: Sequence
             f"must answer each of its {len(expected)} jobs exactly once "
             f"(got {len(ids)}; missing {missing}, unexpected {extra})",
         )
+    return False
 
 
 def _shrink(job: Job, placement: tuple[Assignment, ...], workers: int) -> tuple[Assignment, ...]:
