@@ -926,11 +926,28 @@ class _Use:
 
 
 def _cheapest(cost: FloatArray, count: int) -> IntArray:
-    """Indices of the `count` cheapest servers of each row (all of them when fewer)."""
-    servers = cost.shape[1]
+    """Indices of the `count` cheapest servers of each row (all of them when fewer), in
+    index order; among servers of equal cost, the lowest indices.
+
+    The tie-break is defined here rather than left to `np.argpartition`, whose choice
+    among equal values depends on the machine (NumPy selects with SIMD code where the
+    processor has it): the same snapshot must get the same plan on every machine. The
+    `count`-th smallest value itself is the same everywhere, so it is taken from
+    `np.partition` and the ties at it are filled in index order.
+    """
+    rows, servers = cost.shape
     if count >= servers:
         return np.broadcast_to(np.arange(servers), cost.shape).copy()
-    return np.argpartition(cost, count - 1, axis=1)[:, :count]
+    if count == 1:
+        least: IntArray = cost.argmin(axis=1)[:, None]  # the first of equal minima
+        return least
+    kth = np.partition(cost, count - 1, axis=1)[:, count - 1 : count]
+    below = cost < kth
+    tied = cost == kth
+    wanted = count - below.sum(axis=1, keepdims=True)
+    chosen = below | (tied & (np.cumsum(tied, axis=1) <= wanted))
+    picked: IntArray = np.nonzero(chosen)[1].reshape(rows, count)
+    return picked
 
 
 # -- the schedule subroutine --------------------------------------------------------------------

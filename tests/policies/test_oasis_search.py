@@ -19,6 +19,7 @@ from policies.common.oasis import (
     Market,
     OasisParams,
     OasisState,
+    _cheapest,
     _OneCount,
     _Programme,
     job_utility,
@@ -153,3 +154,26 @@ def test_a_one_worker_job_costs_what_the_general_form_gives_on_a_server_of_that_
             runs += 1
         market.commit(model, best)
     assert runs > 10, "the schedules run in several slots"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.sampled_from([0.5, 1.0, 2.0, math.inf]), min_size=2, max_size=40),
+        min_size=1,
+        max_size=6,
+    ).filter(lambda rows: len({len(r) for r in rows}) == 1),
+    data=st.data(),
+)
+def test_cheapest_servers_break_ties_by_lowest_index(
+    rows: list[list[float]], data: st.DataObject
+) -> None:
+    # Which of several equally cheap servers a plan takes must not depend on the
+    # machine's NumPy build: the lowest indices win, as a stable sort would order them.
+    cost = np.array(rows)
+    count = data.draw(st.integers(min_value=1, max_value=cost.shape[1]))
+    picked = _cheapest(cost, count)
+    assert picked.shape == (cost.shape[0], min(count, cost.shape[1]))
+    for row, chosen in zip(cost, picked, strict=True):
+        expected = np.sort(np.argsort(row, kind="stable")[:count])
+        assert list(np.sort(chosen)) == list(expected)
