@@ -176,6 +176,16 @@ class FreeCapacity:
         """Racks of the schedulable nodes, by name."""
         return list(self._layout.racks)
 
+    def rack_positions(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """The positions (as :meth:`fits` indexes them) of each rack's nodes, racks in
+        the order of :meth:`racks`. Read only."""
+        return self._layout.rack_positions
+
+    def fits(self, job: Job) -> npt.NDArray[np.int64]:
+        """:meth:`workers_fitting` of every node, by position (0 or less: none); a new
+        array, the caller's to keep."""
+        return self._fits(job)
+
     def nodes_with_free(self, count: int) -> Iterator[str]:
         """Nodes with exactly `count` free GPUs, in snapshot order of insertion."""
         if 0 <= count <= self._max_gpus:
@@ -453,6 +463,7 @@ class _Layout:
         "rack_buckets",
         "rack_free",
         "rack_of",
+        "rack_positions",
         "racks",
         "total_free",
         "total_gpus",
@@ -502,6 +513,12 @@ class _Layout:
             [n.gpu_memory_gb for n in self.nodes.values()], dtype=np.float64
         )
         self.racks = tuple(sorted(self.rack_buckets))
+        positions: dict[str, list[int]] = {rack: [] for rack in self.racks}
+        for node_id, position in self.order.items():
+            positions[self.rack_of[node_id]].append(position)
+        self.rack_positions: tuple[npt.NDArray[np.int64], ...] = tuple(
+            np.array(positions[rack], dtype=np.int64) for rack in self.racks
+        )
         self.total_free = sum(len(f) for f in self.free.values())
         self.total_gpus = self.total_free
         self.min_gpu_memory_gb = min((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)

@@ -8,6 +8,7 @@ import pytest
 
 from policies.capacity import FreeCapacity
 from policies.model import Assignment, Job, JobState, Snapshot
+from policies.placement.consolidated import fewest_nodes, fewest_nodes_by_fits
 from policies.protocols import PlacementOutcome
 from policies.registry import build_registry
 from tests.policies.builders import ctx, job, node, running, snap
@@ -251,3 +252,41 @@ def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_rel
             placement = (Assignment(node_id=node_id, gpu_indices=picked),)
             free.take(probe, placement)
             held.append((probe, placement))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -> None:
+    # Jobs with CPU or memory needs are placed from the fits of every node at once
+    # (fewest_nodes_by_fits); the picks must be those of the list-based form, ties and
+    # rack choice included, on clusters with racks, rackless nodes and partly used nodes.
+    rng = random.Random(seed)
+    nodes = [
+        node(
+            f"n{i:02d}",
+            gpus=rng.choice([4, 8, 8]),
+            cpus=rng.choice([16, 32, 64]),
+            memory_gb=rng.choice([128, 256]),
+            topology={"rack": rng.choice(["", "r0", "r1", "r1", "r2"])},
+        )
+        for i in range(rng.randint(4, 24))
+    ]
+    free = FreeCapacity.for_training(snap(nodes, []))
+    hog = job("hog", cpus_per_worker=1, memory_gb_per_worker=12)
+    for n in nodes:
+        used = rng.choice([0, 0, 1, 2, 4, n.gpus])
+        if used:
+            free.take(hog, [Assignment(node_id=n.id, gpu_indices=tuple(range(used)))])
+    needy = job(
+        "needy",
+        gpus_per_worker=rng.choice([1, 2]),
+        cpus_per_worker=rng.choice([4, 8, 8, 16]),
+        memory_gb_per_worker=rng.choice([0, 16]),
+    )
+    candidates = free.candidate_nodes(needy)
+    room = sum(fit for _, fit in candidates)
+    if room == 0:
+        return
+    workers = rng.randint(1, room)
+    assert fewest_nodes_by_fits(needy, workers, free, free.fits(needy)) == fewest_nodes(
+        candidates, workers, free
+    )
