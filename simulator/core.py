@@ -45,6 +45,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -53,7 +54,7 @@ from msgspec.structs import replace as replace_struct
 
 from policies.common.reclaim import run_reclaim
 from policies.common.wording import counted
-from policies.decision import Decision, Verdict
+from policies.decision import Decision, PlacementEntry, Verdict
 from policies.model import (
     Assignment,
     InferenceLoad,
@@ -358,9 +359,17 @@ class Simulation:
         self._waiting = 0
         self._running = 0
         self._elastic_running: dict[str, _SimJob] = {}
+        # The snapshot kept between rounds: every active job's view, in arrival order
+        # (a job keeps its place while it lives), the running jobs whose views move
+        # with the clock, and the waiting jobs whose views changed since the last one.
+        self._view_of: dict[str, Job] = {}
+        self._running_jobs: dict[str, _SimJob] = {}
+        self._stale: list[_SimJob] = []
+        self._ps_running = 0  # running jobs with parameter servers (their count may change)
         self._timer_at: float | None = None
         self._loaned: set[str] = set()
         self._nodes = self.base_nodes
+        self._open_of: tuple[tuple[Node, ...], frozenset[str]] = ((), frozenset())
         self._node_index = {n.id: i for i, n in enumerate(self.base_nodes)}
         self._schedulable = {n.id for n in self.base_nodes if n.schedulable_for_training}
         self._acct = _Accounting(
@@ -372,7 +381,6 @@ class Simulation:
         self._preemptions = 0
         self._reclaim_tally = _ReclaimTally()
         self._last_progress_t = self.now
-        self._last_round_changed = True
         self._pending_snapshot: Snapshot | None = None
         self._reported_placements: dict[str, tuple[Assignment, ...]] = {}
         self._moved: set[str] = set()  # started or moved since the last throughput report
@@ -390,19 +398,23 @@ class Simulation:
         snapshot = self._pending_snapshot
         if snapshot is None:
             raise SimulationError("no decision is pending: call reset() first, or the run is over")
-        if not decision_is_valid(snapshot, decision, self.holdings()):
+        changed = _changed_entries(snapshot, decision, self.holdings())
+        if changed is None:
             problems = check_decision(snapshot, decision)
             if problems:
                 raise InvalidDecisionError(problems)
         self._pending_snapshot = None
-        self._apply(snapshot, decision)
+        self._apply(decision, changed)
         self._record()
         following = self._advance()
         return following, following is None
 
     def holdings(self) -> Holdings:
         """Who holds each GPU now: the running placements of the pending snapshot."""
-        return Holdings(self._owner, self._running)
+        nodes = self._nodes
+        if self._open_of[0] is not nodes:  # the node tuple changes only when servers move
+            self._open_of = (nodes, frozenset(n.id for n in nodes if n.schedulable_for_training))
+        return Holdings(self._owner, self._running, self._open_of[1], self._node_gpus)
 
     def run(
         self,
@@ -449,9 +461,13 @@ class Simulation:
         """
         if not self.perf_options.machine_variation:
             return []
-        sigma = math.sqrt(math.log1p(self.tables.machine_cov**2))
-        rng = np.random.default_rng([self.seed, self._round, 0x0B5E])
         out: list[ThroughputObservation] = []
+        if not self._moved:
+            return out
+        sigma = math.sqrt(math.log1p(self.tables.machine_cov**2))
+        # Made only when there is news: seeding a generator costs more than a round's
+        # bookkeeping, and a round without news draws nothing from it.
+        rng: np.random.Generator | None = None
         reported = self._reported_placements
         # Only jobs that started or moved since the last report can have news: `_hold`
         # notes them, in the order of `_active` they are then walked in.
@@ -463,6 +479,8 @@ class Simulation:
             if job is None or job.state != _RUNNING or reported.get(job_id) == job.placement:
                 continue
             reported[job_id] = job.placement
+            if rng is None:
+                rng = np.random.default_rng([self.seed, self._round, 0x0B5E])
             for assignment in job.placement:
                 factor = self.model.node_factor[assignment.node_id]
                 noise = math.exp(sigma * float(rng.standard_normal()))
@@ -603,6 +621,7 @@ class Simulation:
             self._finished.append(job)
             return
         self._active[spec.id] = job
+        self._view_of[spec.id] = job.base
         self._waiting += 1
         start = self.initial_placements.get(spec.id)
         if start:
@@ -619,6 +638,7 @@ class Simulation:
         job.state = _DONE
         job.finish = self.now
         del self._active[spec.id]
+        del self._view_of[spec.id]
         self._finished.append(job)
         self._last_progress_t = self.now
         return True
@@ -750,22 +770,26 @@ class Simulation:
         return job.view
 
     def _views(self) -> tuple[Job, ...]:
-        """Every active job's view, in arrival order: what `_view` gives, in one pass.
+        """Every active job's view, in arrival order: what `_view` gives each.
 
-        Waiting jobs reuse the view they keep until their state changes. A running job's
-        service and progress move with the clock, so its view is new every round: the
-        previous one with those three numbers replaced (its placement and allocation
-        are fixed while it runs; `_hold` drops the view when they change). `_SimJob.sync`
-        is inlined, step for step, so the numbers are exactly those it computes.
+        The views are kept between rounds (`_view_of`), so a round touches only what
+        moved: waiting jobs whose state changed since the last snapshot (`_stale`), and
+        the running jobs. A running job's service and progress move with the clock, so
+        its view is new every round: the previous one with those three numbers replaced
+        (its placement and allocation are fixed while it runs; `_hold` drops the view
+        when they change). `_SimJob.sync` is inlined, step for step, so the numbers are
+        exactly those it computes.
         """
+        views = self._view_of
+        if self._stale:
+            for job in self._stale:
+                job_id = job.spec.id
+                if job.state != _RUNNING and job_id in views:
+                    views[job_id] = self._view(job)
+            self._stale.clear()
         now = self.now
-        out: list[Job] = []
-        append = out.append
-        for job in self._active.values():
-            if job.state != _RUNNING:
-                view = job.view
-                append(view if view is not None else self._view(job))
-                continue
+        running_state = _STATE_RUNNING
+        for job_id, job in self._running_jobs.items():
             last = job.last_t
             dt = now - last
             if dt > 0:
@@ -782,7 +806,7 @@ class Simulation:
             if view is None:
                 view = replace_struct(
                     job.base,
-                    state=_STATE_RUNNING,
+                    state=running_state,
                     admitted=True,
                     placement=job.placement,
                     ps=job.ps_alloc if job.spec.ps else 0,
@@ -798,8 +822,8 @@ class Simulation:
                     executed_time_s=job.executed,
                 )
             job.view = view
-            append(view)
-        return tuple(out)
+            views[job_id] = view
+        return tuple(views.values())
 
     def _snapshot(self) -> Snapshot:
         if self.demand is not None:
@@ -825,29 +849,36 @@ class Simulation:
         return snapshot
 
     # -- applying a decision ---------------------------------------------------------------------
-    def _apply(self, snapshot: Snapshot, decision: Decision) -> None:
+    def _apply(self, decision: Decision, changed: Sequence[PlacementEntry] | None) -> None:
+        """Apply a checked decision; `changed`: its placement entries other than running
+        jobs handed back their very placement object (None: not known, walk them all)."""
         self._round += 1
-        changed = False
+        acted = False
         for entry in decision.admission:
             job = self._active[entry.job_id]
             if entry.verdict is _REJECT:
                 job.state = _REJECTED
                 job.note = entry.reason
                 del self._active[job.spec.id]
+                del self._view_of[job.spec.id]
                 self._waiting -= 1
                 self._finished.append(job)
-                changed = True
+                acted = True
             elif entry.admitted and not job.admitted:
                 job.admitted = True
                 job.view = None
-                changed = True
+                self._stale.append(job)
+                acted = True
         scaled_ps: dict[str, int] | None = None  # built when a job with servers needs it
         for note in decision.preemptions:
             self._preempt(self._active[note.job_id])
-            changed = True
+            acted = True
+        # A kept job with parameter servers may still change their count: then every
+        # entry is looked at, in the decision's order.
+        entries = decision.placement if changed is None or self._ps_running else changed
         moving: list[tuple[_SimJob, tuple[Assignment, ...], int]] = []
         active = self._active
-        for target in decision.placement:
+        for target in entries:
             job = active[target.job_id]
             assignments = target.assignments
             ps = 0
@@ -866,9 +897,8 @@ class Simulation:
             moving.append((job, assignments, ps))
         for job, assignments, ps in moving:
             self._hold(job, assignments, ps)
-            changed = True
-        self._last_round_changed = changed
-        if changed:
+            acted = True
+        if acted:
             self._last_progress_t = self.now
         self._schedule_timer()
 
@@ -878,6 +908,7 @@ class Simulation:
         # Progress is kept (checkpointed); the restart cost is paid when it resumes.
         job.state = _SUSPENDED
         job.view = None
+        self._stale.append(job)
         job.preemptions += 1
         self._preemptions += 1
         self._waiting += 1
@@ -893,6 +924,9 @@ class Simulation:
         self._cost_per_s -= job.price_per_s
         job.cost += job.price_per_s * (self.now - job.held_since)
         self._elastic_running.pop(job.spec.id, None)
+        del self._running_jobs[job.spec.id]
+        if job.spec.ps:
+            self._ps_running -= 1
         self._running -= 1
         job.version += 1  # its completion event, if any, is now stale
         job.placement = ()
@@ -931,6 +965,9 @@ class Simulation:
             )
             self._acct.loaned_busy_gpus += job.loaned_gpus
         self._running += 1
+        self._running_jobs[job.spec.id] = job
+        if job.spec.ps:
+            self._ps_running += 1
         if job.spec.min_workers < job.spec.max_workers:
             self._elastic_running[job.spec.id] = job
         if job.first_start is None:
@@ -1042,14 +1079,19 @@ def _same_gpus(a: tuple[Assignment, ...], b: tuple[Assignment, ...]) -> bool:
 
 @dataclass(frozen=True)
 class Holdings:
-    """What the simulator knows of the snapshot it built: who holds each GPU, how many run.
+    """What the simulator knows of the snapshot it built: who holds each GPU, how many run,
+    which nodes training may use.
 
     `gpus` maps `(node id, GPU index)` to the running job holding it, exactly the
-    placements of the snapshot's running jobs; `running` counts those jobs.
+    placements of the snapshot's running jobs; `running` counts those jobs;
+    `open_nodes` are the ids of the snapshot's nodes open to training (healthy, and
+    in the training pool or loaned), `node_gpus` every node's GPU count by id.
     """
 
     gpus: dict[tuple[str, int], str]
     running: int
+    open_nodes: AbstractSet[str]
+    node_gpus: Mapping[str, int]
 
 
 def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -> bool:
@@ -1062,15 +1104,28 @@ def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -
     the simulator's own map of holders. Anything unusual answers False, and the
     caller then runs :func:`check_decision` for the problems (or for an empty list).
     """
+    return _changed_entries(snapshot, decision, known) is not None
+
+
+def _changed_entries(
+    snapshot: Snapshot, decision: Decision, known: Holdings
+) -> list[PlacementEntry] | None:
+    """:func:`decision_is_valid`'s check; when valid, the placement entries it looked at.
+
+    Those are every entry but the running jobs handed back their very placement
+    object, in the decision's order: all that applying the decision needs to walk
+    (with the kept jobs' parameter servers, which the caller looks at itself).
+    None: not shown valid.
+    """
     if decision.now != snapshot.now:
-        return False
+        return None
     jobs = snapshot.jobs_by_id
     running_state = _STATE_RUNNING
     newly: dict[str, bool] = {}
     for verdict in decision.admission:
         job = jobs.get(verdict.job_id)
         if job is None or job.state is not _STATE_PENDING or job.admitted:
-            return False
+            return None
         if verdict.verdict is _REJECT:
             newly[verdict.job_id] = False  # placing a rejected job is a problem
         else:
@@ -1078,7 +1133,7 @@ def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -
     entries = decision.placement
     placed = {e.job_id for e in entries}
     if len(placed) != len(entries):
-        return False
+        return None
     found: Job | None = None
     changed = [
         e
@@ -1087,19 +1142,19 @@ def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -
         or found.state is not running_state
         or found.placement is not e.assignments
     ]
-    open_nodes = _open_nodes(snapshot)
+    open_nodes = known.open_nodes
     if len(open_nodes) != len(snapshot.nodes):
         closed = {n.id for n in snapshot.nodes} - open_nodes
         if any(node_id in closed for node_id, _ in known.gpus):
-            return False  # a running job on a closed node: let the full check say who
-    nodes = snapshot.nodes_by_id
+            return None  # a running job on a closed node: let the full check say who
+    node_gpus = known.node_gpus
     moved: set[str] = set()
     used: dict[tuple[str, int], str] = {}
     placed_running = len(entries)
     for entry in changed:
         job = jobs.get(entry.job_id)
         if job is None:
-            return False
+            return None
         if job.state is running_state:
             if _unchanged(entry.assignments, job.placement):
                 continue  # kept, with an equal placement object
@@ -1107,52 +1162,35 @@ def decision_is_valid(snapshot: Snapshot, decision: Decision, known: Holdings) -
         else:
             placed_running -= 1
             if job.state is _STATE_PENDING and not job.admitted and not newly.get(job.id, False):
-                return False
+                return None
     for entry in changed:
         job = jobs[entry.job_id]
         if job.id not in moved and job.state is running_state:
             continue
         gpus = 0
         for a in entry.assignments:
-            node = nodes.get(a.node_id)
-            if node is None or a.node_id not in open_nodes:
-                return False
+            if a.node_id not in open_nodes:
+                return None
+            size = node_gpus[a.node_id]
             for g in a.gpu_indices:
-                if not 0 <= g < node.gpus or (a.node_id, g) in used:
-                    return False
+                if not 0 <= g < size or (a.node_id, g) in used:
+                    return None
                 holder = known.gpus.get((a.node_id, g))
                 if holder is not None and holder in placed and holder not in moved:
-                    return False  # a kept job holds it
+                    return None  # a kept job holds it
                 used[(a.node_id, g)] = job.id
                 gpus += 1
         if gpus == 0 or gpus % job.gpus_per_worker:
-            return False
+            return None
         if not job.accepts_workers(gpus // job.gpus_per_worker):
-            return False
+            return None
     preempted: set[str] = set()
     for note in decision.preemptions:
         job = jobs.get(note.job_id)
         if job is None or job.state is not running_state or note.job_id in placed:
-            return False
+            return None
         preempted.add(note.job_id)
-    return placed_running + len(preempted) == known.running
-
-
-_OPEN_NODES: dict[int, tuple[tuple[Node, ...], frozenset[str]]] = {}
-
-
-def _open_nodes(snapshot: Snapshot) -> frozenset[str]:
-    """Nodes open to training, computed once per node tuple (the simulator reuses its own)."""
-    nodes = snapshot.nodes
-    hit = _OPEN_NODES.get(id(nodes))
-    if hit is not None and hit[0] is nodes:
-        return hit[1]
-    training = Pool.TRAINING
-    found = frozenset(n.id for n in nodes if n.healthy and (n.pool is training or n.loaned))
-    if len(_OPEN_NODES) >= 8:
-        _OPEN_NODES.clear()
-    _OPEN_NODES[id(nodes)] = (nodes, found)
-    return found
+    return changed if placed_running + len(preempted) == known.running else None
 
 
 def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:

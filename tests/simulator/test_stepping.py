@@ -9,6 +9,7 @@ from policies.decision import Decision, PlacementEntry
 from policies.model import Assignment, Snapshot, decode_snapshot, encode
 from simulator.core import (
     InvalidDecisionError,
+    SimOptions,
     Simulation,
     SimulationError,
     check_decision,
@@ -16,6 +17,7 @@ from simulator.core import (
 )
 from simulator.deciders import EngineDecider
 from simulator.perf import PerfOptions
+from simulator.synthetic import SyntheticSpec, generate
 from simulator.workload import WorkloadOptions, make_jobs
 from tests.simulator.helpers import cluster, group, trace
 
@@ -168,3 +170,47 @@ def _broken(snapshot: Snapshot, decision: Decision) -> list[Decision]:
             )
         )
     return out
+
+
+@pytest.mark.parametrize("profile", ["fifo", "tiresias", "optimus"])
+def test_the_kept_snapshot_is_the_one_built_from_the_jobs(profile: str) -> None:
+    """Between rounds the simulator keeps the snapshot and applies only what changed;
+    every round it still shows exactly the jobs alive, in submission order, each with
+    the state, GPUs and service the simulator holds for it (a loaded run with
+    preemptions, resizes, parameter servers and completions)."""
+    spec = SyntheticSpec(
+        jobs=40,
+        arrivals_per_hour=60.0,
+        gpu_mix={1: 0.4, 2: 0.3, 4: 0.3},
+        median_duration_s=900.0,
+        duration_sigma=1.0,
+    )
+    jobs = make_jobs(
+        generate(spec, seed=5), WorkloadOptions(elastic_fraction=0.5, ps_fraction=0.3), seed=5
+    )
+    order = {j.id: j.index for j in jobs}
+    sim = Simulation(jobs, SPEC, options=SimOptions(check_snapshots=True), seed=5)
+    decider = EngineDecider.named(profile)
+    snapshot = sim.reset()
+    admitted: set[str] = set()
+    rounds = 0
+    while snapshot is not None:
+        records = {r.job_id: r for r in sim.result().jobs if r.status == "unfinished"}
+        ids = [j.id for j in snapshot.jobs]
+        assert ids == sorted(records, key=order.__getitem__)
+        held = {
+            (a.node_id, g): j.id for j in snapshot.jobs for a in j.placement for g in a.gpu_indices
+        }
+        assert held == sim.holdings().gpus
+        for job in snapshot.jobs:
+            record = records[job.id]
+            assert (job.state == "running") == bool(job.placement)
+            assert job.attained_service_gpu_s == record.gpu_s
+            assert job.executed_time_s == record.run_s
+            if job.id in admitted or job.state != "pending":
+                assert job.admitted
+        decision = decider(snapshot, sim.round_seed(), f"d{rounds}")
+        admitted |= {e.job_id for e in decision.admission if e.admitted}
+        snapshot, _ = sim.step(decision)
+        rounds += 1
+    assert rounds > 10
