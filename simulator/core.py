@@ -425,12 +425,18 @@ class Simulation:
 
         Reclaims go to `decide.reclaim` when the decider has one (every
         :class:`~simulator.deciders.Decider` does: the profile's reclaim policy),
-        unless the simulation was built with its own `reclaimer`.
+        unless the simulation was built with its own `reclaimer`. Throughput feedback
+        goes to `decide.observe` before each round when the decider has one, unless
+        its `learns_from_feedback` says it has no use for it.
         """
         self._reclaim_with = self.reclaimer or _reclaimer_of(decide)
         snapshot = self.reset()
         finished = 0
         observe = getattr(decide, "observe", None)
+        if not getattr(decide, "learns_from_feedback", True):
+            # Nothing would read the reports (a profile without a feedback learner):
+            # they are not worked out, which changes nothing else in the run.
+            observe = None
         while snapshot is not None:
             seed = self.round_seed()
             decision_id = f"sim-{self.seed}-{self._round:07d}"

@@ -102,6 +102,11 @@ class EngineDecider:
         self.state.update(outcome.state)
         return outcome.decision
 
+    @property
+    def learns_from_feedback(self) -> bool:
+        """Whether a policy of the pipeline folds throughput feedback into its state."""
+        return bool(self._learners)
+
     def observe(self, observations: Sequence[ThroughputObservation]) -> None:
         """Throughput feedback between rounds: each feedback learner of the pipeline folds
         it into its state, as the service does on `POST /v1/feedback`."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 from msgspec.structs import replace
 
 from policies.decision import Decision, PlacementEntry
-from policies.model import Assignment, Snapshot, decode_snapshot, encode
+from policies.model import Assignment, Snapshot, ThroughputObservation, decode_snapshot, encode
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from simulator.core import (
     InvalidDecisionError,
     SimOptions,
@@ -16,6 +20,7 @@ from simulator.core import (
     decision_is_valid,
 )
 from simulator.deciders import EngineDecider
+from simulator.metrics import TIMING_KEYS
 from simulator.perf import PerfOptions
 from simulator.synthetic import SyntheticSpec, generate
 from simulator.workload import WorkloadOptions, make_jobs
@@ -214,3 +219,41 @@ def test_the_kept_snapshot_is_the_one_built_from_the_jobs(profile: str) -> None:
         snapshot, _ = sim.step(decision)
         rounds += 1
     assert rounds > 10
+
+
+class _AlwaysObserved:
+    """A decider that takes throughput reports without saying whether it learns from them."""
+
+    def __init__(self, inner: EngineDecider) -> None:
+        self.inner = inner
+        self.reports = 0
+
+    def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+        return self.inner(snapshot, seed, decision_id)
+
+    def observe(self, observations: Sequence[ThroughputObservation]) -> None:
+        self.reports += len(observations)
+        self.inner.observe(observations)
+
+    def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+        return self.inner.reclaim(snapshot, request, seed)
+
+
+def test_throughput_reports_are_worked_out_only_for_a_decider_that_learns_from_them() -> None:
+    """A profile without a feedback learner gets no reports, and its run is the same."""
+    assert EngineDecider.named("dual-agent").learns_from_feedback
+    assert not EngineDecider.named("tiresias").learns_from_feedback
+    observed = _AlwaysObserved(EngineDecider.named("tiresias"))
+    rows = trace(("a", 0, 2, 100), ("b", 0, 4, 50), ("c", 10, 4, 30), ("d", 20, 2, 80))
+    jobs = make_jobs(rows, WorkloadOptions(model_mix="lm"))
+    with_reports = Simulation(jobs, SPEC, perf=PerfOptions(machine_variation=True)).run(observed)
+    without = Simulation(jobs, SPEC, perf=PerfOptions(machine_variation=True)).run(
+        EngineDecider.named("tiresias")
+    )
+    assert observed.reports > 0
+    assert [r.row() for r in with_reports.jobs] == [r.row() for r in without.jobs]
+
+    def untimed(metrics: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
+
+    assert untimed(with_reports.metrics) == untimed(without.metrics)
