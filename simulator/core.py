@@ -359,12 +359,8 @@ class Simulation:
         self._waiting = 0
         self._running = 0
         self._elastic_running: dict[str, _SimJob] = {}
-        # The snapshot kept between rounds: every active job's view, in arrival order
-        # (a job keeps its place while it lives), the running jobs whose views move
-        # with the clock, and the waiting jobs whose views changed since the last one.
-        self._view_of: dict[str, Job] = {}
+        # Running jobs: their views move with the clock, so each round refreshes them.
         self._running_jobs: dict[str, _SimJob] = {}
-        self._stale: list[_SimJob] = []
         self._ps_running = 0  # running jobs with parameter servers (their count may change)
         self._timer_at: float | None = None
         self._loaned: set[str] = set()
@@ -627,7 +623,6 @@ class Simulation:
             self._finished.append(job)
             return
         self._active[spec.id] = job
-        self._view_of[spec.id] = job.base
         self._waiting += 1
         start = self.initial_placements.get(spec.id)
         if start:
@@ -644,7 +639,6 @@ class Simulation:
         job.state = _DONE
         job.finish = self.now
         del self._active[spec.id]
-        del self._view_of[spec.id]
         self._finished.append(job)
         self._last_progress_t = self.now
         return True
@@ -778,24 +772,18 @@ class Simulation:
     def _views(self) -> tuple[Job, ...]:
         """Every active job's view, in arrival order: what `_view` gives each.
 
-        The views are kept between rounds (`_view_of`), so a round touches only what
-        moved: waiting jobs whose state changed since the last snapshot (`_stale`), and
-        the running jobs. A running job's service and progress move with the clock, so
-        its view is new every round: the previous one with those three numbers replaced
-        (its placement and allocation are fixed while it runs; `_hold` drops the view
-        when they change). `_SimJob.sync` is inlined, step for step, so the numbers are
-        exactly those it computes.
+        Each job keeps its view between rounds until its state changes (admission,
+        preemption, a start or a move drop it). A running job's service and progress
+        move with the clock, so its view is new every round: the previous one with
+        those three numbers replaced (its placement and allocation are fixed while it
+        runs; `_hold` drops the view when they change). A round therefore refreshes the
+        running jobs and rebuilds the views that were dropped; every other job costs one
+        step of the final pass. `_SimJob.sync` is inlined, step for step, so the numbers
+        are exactly those it computes.
         """
-        views = self._view_of
-        if self._stale:
-            for job in self._stale:
-                job_id = job.spec.id
-                if job.state != _RUNNING and job_id in views:
-                    views[job_id] = self._view(job)
-            self._stale.clear()
         now = self.now
         running_state = _STATE_RUNNING
-        for job_id, job in self._running_jobs.items():
+        for job in self._running_jobs.values():
             last = job.last_t
             dt = now - last
             if dt > 0:
@@ -828,8 +816,8 @@ class Simulation:
                     executed_time_s=job.executed,
                 )
             job.view = view
-            views[job_id] = view
-        return tuple(views.values())
+        view_of = self._view
+        return tuple([job.view or view_of(job) for job in self._active.values()])
 
     def _snapshot(self) -> Snapshot:
         if self.demand is not None:
@@ -866,14 +854,12 @@ class Simulation:
                 job.state = _REJECTED
                 job.note = entry.reason
                 del self._active[job.spec.id]
-                del self._view_of[job.spec.id]
                 self._waiting -= 1
                 self._finished.append(job)
                 acted = True
             elif entry.admitted and not job.admitted:
                 job.admitted = True
                 job.view = None
-                self._stale.append(job)
                 acted = True
         scaled_ps: dict[str, int] | None = None  # built when a job with servers needs it
         for note in decision.preemptions:
@@ -914,7 +900,6 @@ class Simulation:
         # Progress is kept (checkpointed); the restart cost is paid when it resumes.
         job.state = _SUSPENDED
         job.view = None
-        self._stale.append(job)
         job.preemptions += 1
         self._preemptions += 1
         self._waiting += 1
