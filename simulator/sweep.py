@@ -5,7 +5,9 @@ workload options. Each point is one simulation (:func:`run_point`), independent 
 the others, so the points run anywhere: in this process, on a pool of local
 processes, or as Ray tasks. The results do not depend on where they ran: a point's
 metrics are fixed by its fields (seeded), so a grid gives the same table on any
-runner, wall-clock keys aside (a test holds all three to it).
+runner, wall-clock keys aside (a test holds all three to it). The runners
+(:class:`Runner`) map any top-level function over picklable inputs; DL2's trainer
+plays its rollout episodes on them too.
 
 Beside the simulator's metrics each row carries the no-queueing bound of its run:
 the mean recorded duration of the jobs it completed. A rigid job cannot finish
@@ -18,15 +20,17 @@ deviation, so that a comparison can tell a difference from noise.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import multiprocessing
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from simulator.metrics import TIMING_KEYS
 from simulator.perf import PerfMode
@@ -156,54 +160,125 @@ def run_point(point: Point) -> dict[str, Any]:
     }
 
 
-Runner = Callable[[Sequence[Point]], list[dict[str, Any]]]
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Runner(Protocol):
+    """Where independent tasks run: `map(task, inputs)` is `[task(x) for x in inputs]`.
+
+    `task` is a top-level function and `inputs` and results are picklable, so a
+    task runs the same anywhere; the results come back in the order of `inputs`.
+    A grid's points (:func:`run_point`) and DL2's rollout episodes
+    (:mod:`training.dl2.reinforce`) are such tasks.
+    """
+
+    def map(self, task: Callable[[T], R], inputs: Sequence[T]) -> list[R]: ...
+
+    def started(self) -> AbstractContextManager[None]:
+        """Keep the workers up for several maps: a trainer maps once per update, and
+        starting processes (or a Ray instance) each time would cost more than the
+        tasks. `map` outside it starts and stops them itself."""
+        ...
+
+
+class InProcess:
+    """Tasks one after another in this process."""
+
+    def map(self, task: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
+        return [task(x) for x in inputs]
+
+    @contextmanager
+    def started(self) -> Iterator[None]:
+        yield
+
+
+class ProcessPool:
+    """Tasks on a pool of `processes` local processes (spawned: no state leaks between)."""
+
+    def __init__(self, processes: int) -> None:
+        if processes < 1:
+            raise ValueError(f"processes must be at least 1, not {processes}")
+        self.processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map(self, task: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
+        if self._pool is None:
+            with self.started():
+                return self.map(task, inputs)
+        return list(self._pool.map(task, inputs))
+
+    @contextmanager
+    def started(self) -> Iterator[None]:
+        if self._pool is not None:
+            yield
+            return
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=self.processes, mp_context=context) as pool:
+            self._pool = pool
+            try:
+                yield
+            finally:
+                self._pool = None
+
+
+class RayCluster:
+    """Tasks on the Ray cluster at `address` (None or "local": a local instance).
+
+    Every node of the cluster needs Arbiter installed and the shared data where
+    `ARBITER_SHARED_DIR` (or the checkout's `../shared`) says. An instance this
+    starts is shut down when :meth:`started` (or a lone `map`) ends; a cluster
+    given by address is left running, and so is a Ray already initialised here.
+    """
+
+    def __init__(self, address: str | None, num_cpus: int | None = None) -> None:
+        self.address = address
+        self.num_cpus = num_cpus
+
+    def map(self, task: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
+        import ray  # noqa: PLC0415 - an optional extra
+
+        with self.started():
+            remote = ray.remote(task)
+            results: list[R] = ray.get([remote.remote(x) for x in inputs])
+            return results
+
+    @contextmanager
+    def started(self) -> Iterator[None]:
+        import ray  # noqa: PLC0415 - an optional extra
+
+        if ray.is_initialized():
+            yield
+            return
+        local = self.address in {None, "local"}
+        ray.init(
+            address=None if local else self.address,
+            num_cpus=self.num_cpus if local else None,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+GridRunner = Callable[[Sequence[Point]], list[dict[str, Any]]]
+"""A grid's points in, their rows out, in order: a :class:`Runner` mapping :func:`run_point`."""
 
 
 def run_sequential(points: Sequence[Point]) -> list[dict[str, Any]]:
-    return [run_point(point) for point in points]
+    return InProcess().map(run_point, points)
 
 
-def process_runner(processes: int) -> Runner:
-    """Points on a pool of `processes` local processes (spawned: no state leaks between)."""
-
-    def run(points: Sequence[Point]) -> list[dict[str, Any]]:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-            return list(pool.map(run_point, points))
-
-    return run
+def process_runner(processes: int) -> GridRunner:
+    """Points on a pool of `processes` local processes (:class:`ProcessPool`)."""
+    return functools.partial(ProcessPool(processes).map, run_point)
 
 
-def ray_runner(address: str | None, num_cpus: int | None = None) -> Runner:
-    """Points as Ray tasks on the cluster at `address` (None or "local": a local instance).
-
-    Every node of the cluster needs Arbiter installed and the shared data where
-    `ARBITER_SHARED_DIR` (or the checkout's `../shared`) says. The instance this
-    starts locally is shut down after the grid; a cluster given by address is left
-    running.
-    """
-
-    def run(points: Sequence[Point]) -> list[dict[str, Any]]:
-        import ray  # noqa: PLC0415 - an optional extra
-
-        local = address in {None, "local"}
-        started = not ray.is_initialized()
-        if started:
-            ray.init(
-                address=None if local else address,
-                num_cpus=num_cpus if local else None,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
-        try:
-            task = ray.remote(run_point)
-            results: list[dict[str, Any]] = ray.get([task.remote(p) for p in points])
-            return results
-        finally:
-            if started:
-                ray.shutdown()
-
-    return run
+def ray_runner(address: str | None, num_cpus: int | None = None) -> GridRunner:
+    """Points as Ray tasks on the cluster at `address` (:class:`RayCluster`)."""
+    return functools.partial(RayCluster(address, num_cpus).map, run_point)
 
 
 def same_results(a: Iterable[Mapping[str, Any]], b: Iterable[Mapping[str, Any]]) -> bool:

@@ -19,9 +19,12 @@ import json
 import os
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.workload import WorkloadError
+
+if TYPE_CHECKING:
+    from simulator.sweep import Runner
 
 
 def _variant(text: str) -> tuple[str, list[Any]]:
@@ -35,6 +38,39 @@ def _variant(text: str) -> tuple[str, list[Any]]:
         except json.JSONDecodeError:
             parsed.append(value)  # a bare word: a string option (model_mix, utility)
     return name.replace("-", "_"), parsed
+
+
+def add_runner_arguments(
+    parser: argparse.ArgumentParser, *, default_processes: int, what: str
+) -> None:
+    """`--processes N | --ray ADDRESS`: where independent tasks (`what`) run; read back
+    by :func:`runner_from_args`. `arbiter sweep` and DL2's trainers share them."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--processes",
+        type=int,
+        default=default_processes,
+        help=f"Run the {what} on this many local processes (1: in this process; "
+        f"default {default_processes}).",
+    )
+    where.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help=f"Run the {what} as tasks on this Ray cluster ('local': start one here).",
+    )
+
+
+def runner_from_args(args: argparse.Namespace, tasks: int | None = None) -> Runner:
+    """The runner `--processes`/`--ray` ask for; no more processes than `tasks`, if given."""
+    from simulator.sweep import InProcess, ProcessPool, RayCluster  # noqa: PLC0415
+
+    if args.ray is not None:
+        return RayCluster(args.ray)
+    processes = int(args.processes) if tasks is None else min(int(args.processes), tasks)
+    if processes > 1:
+        return ProcessPool(processes)
+    return InProcess()
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,19 +102,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-jobs", type=int, default=None, help="Only the first N jobs.")
     parser.add_argument("--perf-model", choices=("measured", "ideal"), default="measured")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--processes",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="Local processes (default: one per core; 1: in this process).",
-    )
-    where.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        default=None,
-        help="Run the points as tasks on this Ray cluster ('local': start one here).",
-    )
+    add_runner_arguments(parser, default_processes=os.cpu_count() or 1, what="points")
     parser.add_argument("--json", action="store_true", help="Print every row as JSON.")
     parser.add_argument("--out", default=None, metavar="FILE", help="Also write the table here.")
 
@@ -90,10 +114,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep import (  # noqa: PLC0415
         Grid,
         SweepError,
-        process_runner,
-        ray_runner,
         render,
-        run_sequential,
+        run_point,
         summarise,
     )
 
@@ -115,13 +137,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     except (SweepError, WorkloadError, TypeError) as error:
         print(f"arbiter sweep: error: {error}", file=sys.stderr)
         return 2
-    if args.ray is not None:
-        runner = ray_runner(args.ray)
-    elif args.processes > 1:
-        runner = process_runner(min(args.processes, len(points)))
-    else:
-        runner = run_sequential
-    rows = runner(points)
+    rows = runner_from_args(args, len(points)).map(run_point, points)
     summary = summarise(rows)
     table = render(summary)
     if args.out:

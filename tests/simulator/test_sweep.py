@@ -12,7 +12,11 @@ import pytest
 from simulator.paths import clusters_dir, traces_dir
 from simulator.sweep import (
     Grid,
+    InProcess,
     Point,
+    ProcessPool,
+    RayCluster,
+    Runner,
     SweepError,
     process_runner,
     ray_runner,
@@ -21,7 +25,12 @@ from simulator.sweep import (
     same_results,
     summarise,
 )
-from simulator.sweep_cli import add_sweep_arguments, run_sweep
+from simulator.sweep_cli import (
+    add_runner_arguments,
+    add_sweep_arguments,
+    run_sweep,
+    runner_from_args,
+)
 from simulator.traces import read_trace
 
 # The ITP fortnight queues from its first jobs on; 40 of them keep each run short.
@@ -50,6 +59,25 @@ def test_a_grid_gives_the_same_rows_in_process_on_processes_and_on_ray() -> None
     assert same_results(sequential, on_ray)
     # The rows differ where the points do: seeds draw machine speeds, loads move arrivals.
     assert len({json.dumps(r["avg_jct_s"]) for r in sequential}) > 1
+
+
+def test_the_runner_options_pick_the_runner_and_never_more_processes_than_tasks() -> None:
+    parser = argparse.ArgumentParser()
+    add_runner_arguments(parser, default_processes=1, what="episodes")
+
+    def runner(argv: list[str], tasks: int | None = None) -> Runner:
+        return runner_from_args(parser.parse_args(argv), tasks)
+
+    assert isinstance(runner([]), InProcess)
+    pool = runner(["--processes", "4"], tasks=3)
+    assert isinstance(pool, ProcessPool)
+    assert pool.processes == 3
+    assert isinstance(runner(["--processes", "4"], tasks=1), InProcess)
+    cluster = runner(["--ray", "10.0.0.1:6379"])
+    assert isinstance(cluster, RayCluster)
+    assert cluster.address == "10.0.0.1:6379"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--processes", "2", "--ray", "local"])
 
 
 def test_the_points_are_every_combination_in_a_fixed_order() -> None:
