@@ -37,6 +37,7 @@ def _budget_options() -> dict[str, tuple[type, str]]:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    from simulator.sweep_cli import add_runner_arguments
     from training.registry import trainers
 
     parser.add_argument("policy", choices=trainers().names(), help="learned policy to retrain")
@@ -54,6 +55,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", choices=("incumbent", "scratch"), default="incumbent")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
+    add_runner_arguments(parser, default_processes=1, what="simulated episodes of dl2's RL")
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +98,11 @@ def run_train(args: argparse.Namespace) -> int:
     from app.schemas import RetrainRequest
     from app.services.retrain import RetrainService, run_retrain_job
     from app.settings import Settings
+    from simulator.sweep_cli import runner_from_args
     from storage.cache import create_cache
     from storage.db import create_engine_for, make_sessionmaker
+    from training.dl2.trainer import Dl2Trainer
+    from training.registry import Trainers, trainers
 
     budget = {
         name: getattr(args, name)
@@ -133,7 +138,12 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"arbiter train: error: {error.detail}", file=sys.stderr)
             return 2
         print(f"retrain job {job.id}", file=sys.stderr)
-        out = run_retrain_job(sessions, cache, job.id, on_progress=report)
+        # Where dl2 plays its episodes is the caller's machine, not the job's: not a request field.
+        runner = runner_from_args(args)
+        registry = Trainers(
+            Dl2Trainer(runner) if t.name == Dl2Trainer.name else t for t in trainers()
+        )
+        out = run_retrain_job(sessions, cache, job.id, trainers=registry, on_progress=report)
     finally:
         close()
         cache.close()

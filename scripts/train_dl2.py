@@ -14,6 +14,9 @@ Steps (docs/dl2.md; Peng et al., 2019, §4.2–4.3):
    scored against DRF and as-requested scaling in the same pipeline.
 5. Write the winner (safetensors, configuration in the header) to `--out`.
 Timings of every step are printed; the run is deterministic for `--seed`.
+`--processes N` or `--ray ADDRESS` play the simulated episodes of steps 3–4 on
+local processes or a Ray cluster, as `arbiter sweep` runs its points; the model
+written is the same.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if str(ROOT) not in sys.path:
 from policies.learned.dl2.features import Dl2Config  # noqa: E402
 from policies.learned.dl2.network import Dl2Model  # noqa: E402
 from simulator.perf import FAMILY_SOURCES  # noqa: E402
+from simulator.sweep_cli import add_runner_arguments, runner_from_args  # noqa: E402
 from training.dl2.episodes import (  # noqa: E402
     EpisodeSpec,
     held_out_episodes,
@@ -90,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: tiny episodes and budgets"
+    )
+    add_runner_arguments(
+        parser, default_processes=1, what="simulated episodes of RL and the verdict"
     )
     return parser
 
@@ -167,17 +174,19 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     print(f"PPO: {updates} updates x {args.episodes_per_update} episodes", flush=True)
-    train_ppo(tuned, train, ppo, validation=validation, on_update=show)
-    timings["rl_s"] = time.perf_counter() - clock
+    runner = runner_from_args(args)
+    with runner.started():
+        train_ppo(tuned, train, ppo, validation=validation, on_update=show, runner=runner)
+        timings["rl_s"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    with one_thread():
-        verdict = compare(tuned, warm, held_out)
-        baselines: list[Score] = [
-            score(teacher_profile(name), held_out, name=f"{name} scaling")
-            for name in (args.teacher, "as_requested")
-        ]
-    timings["evaluation_s"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        with one_thread():
+            verdict = compare(tuned, warm, held_out, runner=runner)
+            baselines: list[Score] = [
+                score(teacher_profile(name), held_out, name=f"{name} scaling", runner=runner)
+                for name in (args.teacher, "as_requested")
+            ]
+        timings["evaluation_s"] = time.perf_counter() - clock
     shipped = tuned if verdict.candidate_wins else warm
     print(f"held-out ({len(held_out)} episodes), mean of average JCTs:")
     print(f"  {'DL2, RL-tuned':22s} {verdict.candidate.mean_avg_jct_s:8.0f} s")

@@ -39,6 +39,20 @@ def test_train_stores_a_version_and_prints_the_outcome(
 
 
 @pytest.mark.usefixtures("environment")
+def test_train_plays_dl2s_episodes_on_local_processes(
+    client: TestClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log_decisions(client)
+
+    status = main(["train", "dl2", "--activate", "never", "--processes", "2", *TINY_FLAGS])
+
+    outcome = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert outcome["status"] == "succeeded"
+    assert outcome["metrics"]["ppo_updates"] == 1
+
+
+@pytest.mark.usefixtures("environment")
 def test_train_refuses_an_empty_window_with_exit_status_2(
     client: TestClient, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -17,9 +18,10 @@ from policies.learned.dl2.features import Allocation, Dl2Config
 from policies.learned.dl2.network import Dl2Model
 from policies.model import ScalingRule, Snapshot, encode
 from policies.registry import build_registry
+from simulator.sweep import InProcess, ProcessPool, RayCluster, Runner
 from tests.policies.builders import job, node, running, snap
 from training.dl2.episodes import EpisodeSpec
-from training.dl2.evaluation import compare, score
+from training.dl2.evaluation import Score, compare, score
 from training.dl2.imitation import (
     ImitationArgs,
     demonstrations,
@@ -185,6 +187,37 @@ def test_ppo_is_deterministic_for_a_seed_and_logs_its_diagnostics(episode: Episo
     other = Dl2Model.initial(config, seed=0)
     train_ppo(other, [episode], PpoArgs(seed=4, updates=2, episodes_per_update=1, critic_warmup=1))
     assert other.to_bytes() != first.to_bytes()
+
+
+def test_ppo_gives_the_same_weights_and_diagnostics_in_process_on_processes_and_on_ray(
+    episode: EpisodeSpec,
+) -> None:
+    """Each episode carries its own seed, so where the episodes play changes nothing."""
+    config = _model_config(episode)
+    episodes = [episode, dataclasses.replace(episode, jobs=6, seed=2)]
+    args = PpoArgs(seed=5, updates=2, episodes_per_update=2, critic_warmup=1, minibatch_size=32)
+
+    def train(runner: Runner) -> tuple[bytes, list[dict[str, float]], Score]:
+        model = Dl2Model.initial(config, seed=0)
+        with runner.started():
+            log = train_ppo(model, episodes, args, runner=runner)
+            # Validation and the verdict score the greedy policy on the same runner.
+            scored = score(model, episodes, runner=runner)
+        wall = {"rollout_s", "seconds"}
+        diagnostics = [{k: v for k, v in row.items() if k not in wall} for row in log]
+        return model.to_bytes(), diagnostics, scored
+
+    in_process = train(InProcess())
+    on_processes = train(ProcessPool(2))
+    on_ray = train(RayCluster("local", num_cpus=2))
+
+    assert on_processes == in_process
+    assert on_ray == in_process
+    weights, diagnostics, scored = in_process
+    assert weights != Dl2Model.initial(config, seed=0).to_bytes(), "it learned"
+    assert [row["update"] for row in diagnostics] == [0.0, 1.0]
+    assert diagnostics[1]["approx_kl"] != 0.0, "the second update moved the policy"
+    assert [e.jobs_completed for e in scored.episodes] == [10, 6]
 
 
 # -- evaluation ---------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ profile's fallback in place (a model that falls back is charged for it: the
 fallbacks are counted), or any shipped profile by name for a heuristic baseline.
 The score is the mean over episodes of each episode's average job completion
 time (the paper's metric, §5), so every episode weighs the same whatever its
-number of jobs; lower is better.
+number of jobs; lower is better. Episodes are independent tasks, so a
+:class:`simulator.sweep.Runner` can play them in this process, on local processes
+or on Ray; the score is the same.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from policies.profiles import Profile, load_profiles
 from policies.protocols import ScalingPolicy
 from policies.registry import Registry, build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
+from simulator.sweep import InProcess, Runner
 from training.dl2.episodes import EpisodeSpec
 
 Contender = Dl2Model | str | Profile
@@ -101,36 +104,54 @@ def contender_pipeline(contender: Contender, registry: Registry | None = None) -
     return replace(built, scaling=cast(ScalingPolicy, policy))
 
 
+@dataclass(frozen=True)
+class _Scoring:
+    """One episode to score, as a picklable task: a model travels as its bytes."""
+
+    contender: bytes | str | Profile
+    spec: EpisodeSpec
+    registry: Registry | None
+
+
+def _score_episode(task: _Scoring) -> EpisodeScore:
+    contender = task.contender
+    pipeline = contender_pipeline(
+        Dl2Model.from_bytes(contender) if isinstance(contender, bytes) else contender,
+        task.registry,
+    )
+    fallbacks = 0
+
+    def decide(snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+        nonlocal fallbacks
+        decision = pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
+        fallbacks += decision.fallback is not None
+        return decision
+
+    spec = task.spec
+    metrics = spec.simulation().run(decide).metrics
+    avg, queue = metrics["avg_jct_s"], metrics["avg_queue_s"]
+    return EpisodeScore(
+        episode=f"{spec.trace}@{spec.start}+{spec.jobs}",
+        avg_jct_s=float(avg) if avg is not None else float("inf"),
+        jobs_completed=int(metrics["jobs_completed"] or 0),
+        fallbacks=fallbacks,
+        avg_queue_s=float(queue) if queue is not None else None,
+    )
+
+
 def score(
     contender: Contender,
     episodes: Sequence[EpisodeSpec],
     *,
     name: str | None = None,
     registry: Registry | None = None,
+    runner: Runner | None = None,
 ) -> Score:
-    """Run every episode with `contender`; the mean of the episodes' average JCTs."""
-    pipeline = contender_pipeline(contender, registry)
-    scores = []
-    for spec in episodes:
-        fallbacks = 0
-
-        def decide(snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
-            nonlocal fallbacks
-            decision = pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
-            fallbacks += decision.fallback is not None
-            return decision
-
-        metrics = spec.simulation().run(decide).metrics
-        avg, queue = metrics["avg_jct_s"], metrics["avg_queue_s"]
-        scores.append(
-            EpisodeScore(
-                episode=f"{spec.trace}@{spec.start}+{spec.jobs}",
-                avg_jct_s=float(avg) if avg is not None else float("inf"),
-                jobs_completed=int(metrics["jobs_completed"] or 0),
-                fallbacks=fallbacks,
-                avg_queue_s=float(queue) if queue is not None else None,
-            )
-        )
+    """Run every episode with `contender` (on `runner`, default in this process); the mean
+    of the episodes' average JCTs."""
+    given = contender.to_bytes() if isinstance(contender, Dl2Model) else contender
+    tasks = [_Scoring(given, spec, registry) for spec in episodes]
+    scores = (runner or InProcess()).map(_score_episode, tasks)
     mean = sum(s.avg_jct_s for s in scores) / len(scores) if scores else float("inf")
     label = name or _label(contender)
     return Score(name=label, mean_avg_jct_s=mean, episodes=tuple(scores))
@@ -142,16 +163,18 @@ def compare(
     episodes: Sequence[EpisodeSpec],
     *,
     registry: Registry | None = None,
+    runner: Runner | None = None,
 ) -> Comparison:
     """The candidate against the incumbent (the active model, or a heuristic's profile)."""
     reg = registry or build_registry()
     return Comparison(
-        candidate=score(candidate, episodes, name="candidate", registry=reg),
+        candidate=score(candidate, episodes, name="candidate", registry=reg, runner=runner),
         incumbent=score(
             incumbent,
             episodes,
             name=_label(incumbent) if not isinstance(incumbent, Dl2Model) else "incumbent",
             registry=reg,
+            runner=runner,
         ),
     )
 

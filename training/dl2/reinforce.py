@@ -11,6 +11,9 @@ policy that collected them, which plain replayed policy gradients do not.
 One update:
 1. **Rollout.** Play `episodes_per_update` training episodes (drawn in a seeded
    order), sampling from the current policy (:func:`training.dl2.rollout.play_episode`).
+   Each episode is a task (:class:`Rollout`: the spec, the policy's weights, its own
+   seed) for a :class:`simulator.sweep.Runner`: in this process by default, or on
+   local processes or a Ray cluster, as `arbiter sweep` runs its grids.
 2. **Returns.** A round's reward is the normalised progress of all jobs until the
    next round (§4.1). Every inference of a round gets that round's return, the
    rewards from it on discounted by simulated time (`horizon_s`). The paper
@@ -29,7 +32,10 @@ One update:
 
 Determinism: the seed fixes the episode order, the action sampling, the critic's
 initialisation and the minibatch order; training runs on one CPU thread, so the
-same seed gives the same weights bit for bit.
+same seed gives the same weights bit for bit. Each episode samples from its own
+generator, seeded with (seed, update, episode's index in the update), so nothing
+depends on which episodes share a process or in what order they run: the same
+seed gives the same weights on every runner.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from torch import nn
 
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model, masked_logits
+from simulator.sweep import InProcess, Runner
 from training.dl2.episodes import EpisodeSpec
 from training.dl2.evaluation import score
 from training.dl2.rollout import Episode, discounted_returns, play_episode
@@ -136,6 +143,25 @@ def _batch(episodes: Sequence[Episode], horizon_s: float, scale: float) -> _Batc
     )
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout episode as a task: all it needs, picklable, so it plays anywhere."""
+
+    spec: EpisodeSpec
+    weights: bytes
+    """The policy, as :meth:`Dl2Model.to_bytes` (its configuration in the header)."""
+    seed: tuple[int, ...]
+    """The episode's own sampler: (training seed, update, index in the update)."""
+    keep_running: bool = True
+
+
+def play_rollout(task: Rollout) -> Episode:
+    """Play one :class:`Rollout` (a top-level function: runners pickle it by name)."""
+    model = Dl2Model.from_bytes(task.weights)
+    sampler = np.random.default_rng(task.seed)
+    return play_episode(task.spec, model, sampler, keep_running=task.keep_running)
+
+
 def train_ppo(
     model: Dl2Model,
     episodes: Sequence[EpisodeSpec],
@@ -143,21 +169,25 @@ def train_ppo(
     *,
     validation: Sequence[EpisodeSpec] = (),
     on_update: Callable[[dict[str, float]], None] | None = None,
+    runner: Runner | None = None,
 ) -> list[dict[str, float]]:
     """Fine-tune `model` in place with PPO on `episodes`; one diagnostics row per update.
 
     With `validation` episodes, rows of validated updates carry
     `validation_avg_jct_s`, and `model` ends with the best validated weights
-    (possibly the ones it started with).
+    (possibly the ones it started with). `runner` plays the rollout and
+    validation episodes (default: in this process); the weights and diagnostics
+    do not depend on it, wall-clock seconds aside.
     """
     if not episodes:
         raise ValueError("no training episodes")
+    run = runner or InProcess()
     log: list[dict[str, float]] = []
     validating = bool(validation) and args.validate_every > 0
     best: tuple[float, dict[str, torch.Tensor]] | None = None
-    with one_thread():
+    with one_thread(), run.started():
         if validating:
-            best = (_validate(model, validation), _weights(model))
+            best = (_validate(model, validation, run), _weights(model))
         torch.manual_seed(args.seed)
         critic = ValueNetwork(model.config)
         optimizer = torch.optim.Adam(
@@ -167,13 +197,16 @@ def train_ppo(
         minibatches = torch.Generator().manual_seed(args.seed)
         for update in range(args.updates):
             started = time.perf_counter()
-            sampler = np.random.default_rng([args.seed, update])
             chosen = [order.choice(episodes) for _ in range(args.episodes_per_update)]
             model.network.eval()
-            played = [
-                play_episode(spec, model, sampler, keep_running=args.keep_running)
-                for spec in chosen
-            ]
+            weights = model.to_bytes()
+            played = run.map(
+                play_rollout,
+                [
+                    Rollout(spec, weights, (args.seed, update, index), args.keep_running)
+                    for index, spec in enumerate(chosen)
+                ],
+            )
             rollout_s = time.perf_counter() - started
             row = _update(
                 model,
@@ -199,7 +232,7 @@ def train_ppo(
                 seconds=time.perf_counter() - started,
             )
             if validating and (update + 1) % args.validate_every == 0:
-                row["validation_avg_jct_s"] = _validate(model, validation)
+                row["validation_avg_jct_s"] = _validate(model, validation, run)
                 if best is None or row["validation_avg_jct_s"] < best[0]:
                     best = (row["validation_avg_jct_s"], _weights(model))
             log.append(row)
@@ -211,8 +244,8 @@ def train_ppo(
     return log
 
 
-def _validate(model: Dl2Model, episodes: Sequence[EpisodeSpec]) -> float:
-    return score(model, episodes).mean_avg_jct_s
+def _validate(model: Dl2Model, episodes: Sequence[EpisodeSpec], runner: Runner) -> float:
+    return score(model, episodes, runner=runner).mean_avg_jct_s
 
 
 def _weights(model: Dl2Model) -> dict[str, torch.Tensor]:

@@ -25,6 +25,11 @@ Stages, each reported to `on_progress(stage, fraction of that stage)`:
 Validation and the verdict always run on fixed windows of the shared traces
 (:mod:`training.dl2.episodes`), sized by the budget: the same episodes for every
 retraining, so versions' scores compare, and never the episodes RL trained on.
+
+The simulated episodes of stages 3 and 4 (rollouts, validation, verdict) run on
+the caller's :class:`simulator.sweep.Runner`: in this process by default, or on
+local processes or Ray (`arbiter train dl2 --processes N | --ray ADDRESS`); the
+candidate is the same on every runner.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from policies.learned.dl2.network import Dl2Model
+from simulator.sweep import InProcess, Runner
 from training.dl2.episodes import (
     EpisodeSpec,
     held_out_episodes,
@@ -135,6 +141,7 @@ def retrain(
     start: Start = "incumbent",
     episodes: EpisodeSets | None = None,
     on_progress: Progress | None = None,
+    runner: Runner | None = None,
 ) -> RetrainResult:
     """A candidate DL2 model from decision records, judged against `incumbent`.
 
@@ -143,7 +150,8 @@ def retrain(
     Raises :class:`RetrainError` when the records teach nothing while imitation
     is asked for (none has a scaling DL2 can replay), when there is no
     held-out episode to judge on, or when RL has no episode to play.
-    `incumbent` is not changed.
+    `incumbent` is not changed. `runner` plays the simulated episodes (default: in
+    this process).
     """
     report = on_progress or (lambda _stage, _fraction: None)
     sets = episodes or EpisodeSets.for_budget(budget)
@@ -192,32 +200,39 @@ def retrain(
         report("imitation", 1.0)
         timings["imitation"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    report("rl", 0.0)
-    ppo_log: list[dict[str, float]] = []
-    if budget.updates > 0:
-        ppo_args = PpoArgs(
-            seed=seed,
-            updates=budget.updates,
-            episodes_per_update=budget.episodes_per_update,
-            validate_every=budget.validate_every if sets.validation else 0,
-        )
+    run = runner or InProcess()
+    with run.started():  # one pool (or Ray instance) for RL and the verdict
+        clock = time.perf_counter()
+        report("rl", 0.0)
+        ppo_log: list[dict[str, float]] = []
+        if budget.updates > 0:
+            ppo_args = PpoArgs(
+                seed=seed,
+                updates=budget.updates,
+                episodes_per_update=budget.episodes_per_update,
+                validate_every=budget.validate_every if sets.validation else 0,
+            )
 
-        def after_update(row: dict[str, float]) -> None:
-            report("rl", (row["update"] + 1) / budget.updates)
+            def after_update(row: dict[str, float]) -> None:
+                report("rl", (row["update"] + 1) / budget.updates)
 
-        ppo_log = train_ppo(
-            candidate, training, ppo_args, validation=sets.validation, on_update=after_update
-        )
-    report("rl", 1.0)
-    timings["rl"] = time.perf_counter() - clock
+            ppo_log = train_ppo(
+                candidate,
+                training,
+                ppo_args,
+                validation=sets.validation,
+                on_update=after_update,
+                runner=run,
+            )
+        report("rl", 1.0)
+        timings["rl"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    report("evaluation", 0.0)
-    with one_thread():
-        comparison = compare(candidate, incumbent, sets.held_out)
-    timings["evaluation"] = time.perf_counter() - clock
-    report("evaluation", 1.0)
+        clock = time.perf_counter()
+        report("evaluation", 0.0)
+        with one_thread():
+            comparison = compare(candidate, incumbent, sets.held_out, runner=run)
+        timings["evaluation"] = time.perf_counter() - clock
+        report("evaluation", 1.0)
     return RetrainResult(
         model=candidate,
         comparison=comparison,

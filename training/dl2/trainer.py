@@ -3,13 +3,15 @@
 The run is :func:`training.dl2.retrain.retrain` (imitation of the window's logged
 decisions, PPO in the simulator, the verdict on held-out episodes); this module
 only adapts it to the :class:`~training.registry.Trainer` protocol. Torch is
-imported when a method runs, not when the registry is listed.
+imported when a method runs, not when the registry is listed. A trainer built
+with a :class:`simulator.sweep.Runner` plays its simulated episodes there
+(`arbiter train dl2 --processes N | --ray ADDRESS`); the default is this process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
@@ -21,6 +23,9 @@ from training.registry import (
     Start,
     TrainingBudget,
 )
+
+if TYPE_CHECKING:
+    from simulator.sweep import Runner
 
 
 class Dl2Budget(TrainingBudget):
@@ -43,6 +48,9 @@ class Dl2Trainer:
     stages: ClassVar[tuple[str, ...]] = ("demonstrations", "imitation", "rl", "evaluation")
     Budget: ClassVar[type[TrainingBudget]] = Dl2Budget
     needs_logged_decisions: ClassVar[bool] = True
+
+    def __init__(self, runner: Runner | None = None) -> None:
+        self.runner = runner
 
     def shipped_version(self) -> str:
         from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415 - torch
@@ -82,6 +90,7 @@ class Dl2Trainer:
             seed=seed,
             start=start,
             on_progress=on_progress,
+            runner=self.runner,
         )
         return Candidate(
             weights=result.model.to_bytes(),
