@@ -55,7 +55,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", choices=("incumbent", "scratch"), default="incumbent")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
-    add_runner_arguments(parser, default_processes=1, what="simulated episodes of dl2's RL")
+    add_runner_arguments(
+        parser, default_processes=1, what="simulated episodes of dl2's RL and verdict"
+    )
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +106,9 @@ def run_train(args: argparse.Namespace) -> int:
     from training.dl2.trainer import Dl2Trainer
     from training.registry import Trainers, trainers
 
+    if args.policy != "dl2" and (args.ray is not None or args.processes != 1):
+        print("arbiter train: error: --processes and --ray apply to dl2 only", file=sys.stderr)
+        return 2
     budget = {
         name: getattr(args, name)
         for name in _budget_options()

@@ -72,6 +72,15 @@ def test_train_refuses_a_bad_budget_naming_the_field(capsys: pytest.CaptureFixtu
     assert "budget.updates" in capsys.readouterr().err
 
 
+def test_train_refuses_processes_for_a_policy_that_plays_no_episodes_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = main(["train", "relmas", "--processes", "2"])
+
+    assert status == 2
+    assert "apply to dl2 only" in capsys.readouterr().err
+
+
 def test_worker_without_redis_says_why_it_cannot_run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
