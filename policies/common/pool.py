@@ -58,6 +58,10 @@ class ResourcePool:
             and workers * job.memory_gb_per_worker <= left[2] + _SLACK
         )
 
+    def has_a_gpu_left(self) -> bool:
+        """Whether one more GPU fits: no worker of any job fits without (each has one or more)."""
+        return self.left[0] + _SLACK >= 1
+
     def take(self, job: Job, workers: int) -> None:
         """Count `workers` more workers of `job`; may go below zero for jobs already running."""
         left = self.left
@@ -93,8 +97,11 @@ def unusable_holders(jobs: Sequence[Job], snapshot: Snapshot) -> set[str]:
     policies ask this of every running job of every decision.
     """
     usable = {n.id for n in snapshot.nodes if n.schedulable_for_training}
-    running = JobState.RUNNING
     out: set[str] = set()
+    if len(usable) == len(snapshot.nodes):
+        # A valid snapshot places jobs only on its own nodes: none can hold an unusable one.
+        return out
+    running = JobState.RUNNING
     for job in jobs:
         if job.state is running:
             for a in job.placement:
@@ -133,15 +140,25 @@ def keep_running(
     reasons: dict[str, str] = {}
     unusable = unusable_holders(jobs, snapshot)
     running = JobState.RUNNING
+    left = pool.left
     for job in jobs:
         if job.state is not running:
             continue
-        if job.id in unusable:
-            workers[job.id] = 0
-            reasons[job.id] = f"{label}: it holds GPUs on a node training can no longer use"
+        job_id = job.id
+        if job_id in unusable:
+            workers[job_id] = 0
+            reasons[job_id] = f"{label}: it holds GPUs on a node training can no longer use"
+            continue
+        # `held_count` and `pool.take`, inlined for the rigid jobs most snapshots are made
+        # of (the same sums in the same order): this runs for every running job.
+        if job.min_workers is None and job.max_workers is None:
+            count = job.workers
         else:
-            workers[job.id] = held_count(job)
-            pool.take(job, workers[job.id])
+            count = held_count(job)
+        workers[job_id] = count
+        left[0] -= count * job.gpus_per_worker
+        left[1] -= count * job.cpus_per_worker
+        left[2] -= count * job.memory_gb_per_worker
     return workers, reasons
 
 

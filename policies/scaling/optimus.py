@@ -28,10 +28,11 @@ Steps sit in a heap keyed by gain, so a call costs O((jobs + steps) · log jobs)
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import ClassVar
 
-from policies.common.pool import ResourcePool, keep_running, next_count, worker_counts
+from policies.common.pool import ResourcePool, keep_running, worker_counts
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
@@ -79,33 +80,51 @@ class Optimus:
                     )
                 reasons[job.id] = reason
 
-        # Max-heap of the next step of every job that runs: (-gain, service rank, job).
-        steps: list[tuple[float, int, str]] = []
+        # Max-heap of the next step of every job that runs: (-gain, service rank, job, the
+        # step's count, remaining time at it). A job has one entry at a time and its rank
+        # is unique, so entries never compare past the rank: the count and time ride
+        # along, and the time after a step is the "now" of the job's next step (not
+        # computed twice).
+        steps: list[tuple[float, int, str, int, float]] = []
         by_id = {job.id: job for job in jobs}
         last_gain: dict[str, float] = {}
+        heappush = heapq.heappush
 
-        def push_step(job: Job, rank: int) -> None:
-            if workers[job.id] >= counts[job.id][-1]:
+        def push_step(job: Job, rank: int, at: int, now: float | None) -> None:
+            allowed = counts[job.id]
+            if at >= allowed[-1]:
                 return  # at its largest count (every rigid job): no step to weigh
-            gain = _gain(job, workers[job.id], counts[job.id])
-            if gain is not None:
-                heapq.heappush(steps, (-gain, rank, job.id))
+            step = allowed[bisect_right(allowed, at)]
+            if now is None:
+                now = job.remaining_time_s(at)
+                if now is None:
+                    return  # remaining time unknown: no gain to weigh
+            after = job.remaining_time_s(step)
+            if after is None:
+                return
+            gain = (now - after) / ((step - at) * job.gpus_per_worker)
+            heappush(steps, (-gain, rank, job.id, step, after))
 
-        for rank, job in enumerate(jobs):
-            if workers[job.id] > 0:
-                push_step(job, rank)
+        # On a full cluster no step fits (each costs a GPU at least): none is weighed.
+        if pool.has_a_gpu_left():
+            for rank, job in enumerate(jobs):
+                at = workers[job.id]
+                # Rigid jobs (most of them) are at their largest count: no step to weigh.
+                if at > 0 and at < counts[job.id][-1]:
+                    push_step(job, rank, at, None)
+        heappop = heapq.heappop
         while steps:
-            negative_gain, rank, job_id = heapq.heappop(steps)
+            negative_gain, rank, job_id, step, after = heappop(steps)
             if negative_gain >= 0:
                 break  # the best step left saves nothing; neither does any other
             job = by_id[job_id]
-            step = next_count(counts[job_id], workers[job_id])
-            if step is None or not pool.fits(job, step - workers[job_id]):
+            at = workers[job_id]
+            if not pool.fits(job, step - at):
                 continue  # the pool only shrinks: this job's next step will never fit
-            pool.take(job, step - workers[job_id])
+            pool.take(job, step - at)
             workers[job_id] = step
             last_gain[job_id] = -negative_gain
-            push_step(job, rank)
+            push_step(job, rank, step, after)
 
         out = []
         unknown: dict[int, str] = {}  # the two reasons that depend on the count alone
@@ -133,15 +152,3 @@ class Optimus:
                     )
             out.append(ScalingResult(job_id=job.id, workers=count, ps=job.ps, reason=reason))
         return out
-
-
-def _gain(job: Job, workers: int, counts: list[int]) -> float | None:
-    """Seconds of remaining time saved per GPU by the next step; None without step or estimate."""
-    step = next_count(counts, workers)
-    if step is None:
-        return None
-    now = job.remaining_time_s(workers)
-    after = job.remaining_time_s(step)
-    if now is None or after is None:
-        return None
-    return (now - after) / ((step - workers) * job.gpus_per_worker)
