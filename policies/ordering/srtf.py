@@ -54,11 +54,18 @@ class ShortestRemainingTimeFirst:
         known: list[tuple[float, float, int, int]] = []
         unknown: list[tuple[float, int, int]] = []
         for i, job in enumerate(jobs):
-            left = job.remaining_time_s()
-            if left is None:
+            estimate = job.estimated_duration_s
+            if estimate is None:
                 unknown.append((job.submit_time, position.get(job.id, 0), i))
+                continue
+            # `Job.remaining_time_s()` at the requested count, inlined (the same
+            # arithmetic, so the same floats): this runs for every job of every round.
+            total = job.total_work
+            if total is None:
+                left = max(0.0, estimate - job.executed_time_s)
             else:
-                known.append((left, job.submit_time, position.get(job.id, 0), i))
+                left = estimate * (1.0 - min(1.0, job.work_done / total))
+            known.append((left, job.submit_time, position.get(job.id, 0), i))
         known.sort()
         unknown.sort()
         ranked = [key[-1] for key in known]
