@@ -282,6 +282,27 @@ class FreeCapacity:
     # -- changes (engine only) ----------------------------------------------------------------
     def take(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Commit `assignments` of `job`; raises CapacityError if any is not free."""
+        if len(assignments) == 1 and not (job.cpus_per_worker or job.memory_gb_per_worker):
+            # Most placements: one node, on its lowest free GPUs, of a job that needs no
+            # CPUs or memory. `_on_lowest_free` and the loop below for that case alone,
+            # without their calls: this runs for every job the engine starts.
+            a = assignments[0]
+            node_id, indices = a.node_id, a.gpu_indices
+            free = self._free.get(node_id)
+            count = len(indices)
+            if (
+                free is not None
+                and not count % job.gpus_per_worker
+                and tuple(free[:count]) == indices
+                and (
+                    job.gpu_memory_gb <= self._min_gpu_memory_gb
+                    or self._nodes[node_id].gpu_memory_gb >= job.gpu_memory_gb
+                )
+            ):
+                self._move(node_id, len(free), len(free) - count)
+                self._free[node_id] = free[count:]
+                self.total_free -= count
+                return
         if self._on_lowest_free(job, assignments):
             gpw = job.gpus_per_worker
             needs_more = job.cpus_per_worker or job.memory_gb_per_worker

@@ -52,8 +52,20 @@ class Consolidated:
         self.params = params
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
-        single = best_single_node(job, workers, free)
         need = workers * job.gpus_per_worker
+        by_gpus_alone = free.fits_by_gpus_alone(job)
+        if by_gpus_alone:
+            # `best_single_node` for a job any node with room takes (most jobs), inlined:
+            # the first node of the fullest bucket that still holds `need`.
+            single = None
+            buckets = free.nodes_by_free()
+            for count in range(need, len(buckets)):
+                bucket = buckets[count]
+                if bucket:
+                    single = next(iter(bucket))
+                    break
+        else:
+            single = best_single_node(job, workers, free)
         if single is not None:
             # Most jobs fit one node: their one assignment, built directly.
             gpus = free.lowest_free_gpus(single, need)
@@ -62,7 +74,7 @@ class Consolidated:
             return PlacementOutcome(
                 reason=f"waits for one node with {need} free GPUs (it is never split across nodes)"
             )
-        if free.fits_by_gpus_alone(job):
+        if by_gpus_alone:
             room = free.room(job)
             if room < workers:
                 return PlacementOutcome(reason=not_enough_room(job, workers, room))
@@ -193,8 +205,11 @@ def fewest_nodes_by_counts(
     need = gpus_per_worker * workers
     rack_free = free.free_gpus_by_rack
     # A rack with fewer free GPUs than the job needs cannot hold it: skipped without a
-    # walk of its buckets (most racks of a busy cluster; hundreds on a large one).
-    for rack in [r for r in free.racks() if r and rack_free[r] >= need]:
+    # walk of its buckets (most racks of a busy cluster; hundreds on a large one). Looked
+    # at one by one, not filtered first: the search usually stops at an early rack.
+    for rack in free.racks():
+        if not rack or rack_free[rack] < need:
+            continue
         count = _nodes_needed(free.nodes_by_free(rack), gpus_per_worker, workers)
         # As in fewest_nodes: the first rack (by name) that costs no extra node, then
         # only a rack that needs strictly fewer.
