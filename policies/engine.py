@@ -553,6 +553,10 @@ class _Allocation:
         self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
+        # The request `_place` is making, for its one bound placement call (see there).
+        self._placing_job: Job
+        self._placing_workers = 0
+        self._placement_call = self._call_placement
 
     def _quota_left(self, tenant: str) -> int | None:
         quota = self.quotas.get(tenant)
@@ -814,9 +818,14 @@ class _Allocation:
                 reason = not_enough_room(job, count, room)
                 continue
             outcome = self._place(job, count)
-            if outcome.assignments:
-                self.grown_tenants.add(job.tenant)
-                self._hold(job, outcome.assignments, need)
+            assignments = outcome.assignments
+            if assignments:
+                # `_hold`, inlined: this runs for every job the walk starts.
+                tenant = job.tenant
+                self.grown_tenants.add(tenant)
+                self.placement[job.id] = assignments
+                tenant_gpus = self.tenant_gpus
+                tenant_gpus[tenant] = tenant_gpus.get(tenant, 0) + need
                 return blocked_by
             reason = outcome.reason or "placement found no fit"
         self._wait(job, reason)
@@ -825,34 +834,38 @@ class _Allocation:
     def _place(self, job: Job, workers: int) -> PlacementOutcome:
         """Ask the placement policy for `workers` workers of `job`; commit what it returns.
 
-        Runs for every job the walk starts: the common answer (one node) is counted
-        without a generator, and the capacity re-checks every GPU before taking it.
+        Runs for every job the walk starts: the request is handed over in two attributes
+        to one bound method made per decision (a closure per job would allocate a
+        function and its cells, all for the garbage collector to walk).
         """
-        ctx, free, expected = self.rnd.ctx, self.free, workers * job.gpus_per_worker
+        self._placing_job, self._placing_workers = job, workers
+        return self.rnd.call(self.rnd.placement, self._placement_call)
 
-        def call(p: PlacementPolicy) -> PlacementOutcome:
-            outcome = p.place(ctx, job, workers, free)
-            assignments = outcome.assignments
-            if assignments:
-                if len(assignments) == 1:
-                    placed = len(assignments[0].gpu_indices)
-                else:
-                    placed = sum(len(a.gpu_indices) for a in assignments)
-                if placed != expected:
-                    raise PolicyFault(
-                        Stage.PLACEMENT,
-                        _name(p),
-                        f"placed {counted(placed, 'GPU')} for job {job.id!r}, expected {expected}",
-                    )
-                try:
-                    free.take(job, assignments)
-                except CapacityError as error:
-                    raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
-                if outcome.details:
-                    self.details[job.id] = outcome.details
-            return outcome
-
-        return self.rnd.call(self.rnd.placement, call)
+    def _call_placement(self, p: PlacementPolicy) -> PlacementOutcome:
+        """The placement call of :meth:`_place`: the common answer (one node) is counted
+        without a generator, and the capacity re-checks every GPU before taking it."""
+        job, workers, free = self._placing_job, self._placing_workers, self.free
+        expected = workers * job.gpus_per_worker
+        outcome = p.place(self.rnd.ctx, job, workers, free)
+        assignments = outcome.assignments
+        if assignments:
+            if len(assignments) == 1:
+                placed = len(assignments[0].gpu_indices)
+            else:
+                placed = sum(len(a.gpu_indices) for a in assignments)
+            if placed != expected:
+                raise PolicyFault(
+                    Stage.PLACEMENT,
+                    _name(p),
+                    f"placed {counted(placed, 'GPU')} for job {job.id!r}, expected {expected}",
+                )
+            try:
+                free.take(job, assignments)
+            except CapacityError as error:
+                raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
+            if outcome.details:
+                self.details[job.id] = outcome.details
+        return outcome
 
     def _explain_all(self) -> tuple[PlacementEntry, ...]:
         """Explain every job of the order; return the placement entries, in that order.
