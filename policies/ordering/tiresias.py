@@ -192,8 +192,14 @@ class Tiresias:
     def commit(self, ctx: Context, decision: Decision) -> JsonValue:
         """Promotions of jobs still in the snapshot, with this round's new ones."""
         kept = self._promotions(ctx)
-        # Jobs that never ran and were never promoted: nothing to remember.
-        ran = [j for j in ctx.snapshot.jobs if j.executed_time_s > 0 or j.id in kept]
+        # Jobs that never ran and were never promoted: nothing to remember. Nor running
+        # jobs never promoted: a running job is not promoted (it does not starve).
+        running = JobState.RUNNING
+        ran = [
+            j
+            for j in ctx.snapshot.jobs
+            if (j.executed_time_s > 0 and j.state is not running) or j.id in kept
+        ]
         out: dict[str, JsonValue] = {}
         for job, (_, promoted) in zip(ran, self._standings(ctx, ran, kept), strict=True):
             offsets = self._counters(ctx, job) if promoted else kept.get(job.id)
