@@ -65,7 +65,7 @@ class FreeCapacity:
         self._mem_a = layout.mem_a.copy()
         self.total_free = layout.total_free
         # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
-        self._room: dict[tuple[int, float, float, float], int] = {}
+        self._room: dict[int | tuple[int, float, float, float], int] = {}
 
     # -- queries -----------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -215,12 +215,22 @@ class FreeCapacity:
         engine uses it to skip placement calls that cannot succeed, which is most of
         them on a busy cluster with thousands of pending jobs.
         """
-        shape = (
-            job.gpus_per_worker,
-            job.cpus_per_worker,
-            job.memory_gb_per_worker,
-            job.gpu_memory_gb,
-        )
+        shape: int | tuple[int, float, float, float]
+        if (
+            job.cpus_per_worker <= 0
+            and job.memory_gb_per_worker <= 0
+            and job.gpu_memory_gb <= self._min_gpu_memory_gb
+        ):
+            # `fits_by_gpus_alone` (most jobs): the room depends on the GPUs per worker
+            # alone, a key that needs no tuple built per call.
+            shape = job.gpus_per_worker
+        else:
+            shape = (
+                job.gpus_per_worker,
+                job.cpus_per_worker,
+                job.memory_gb_per_worker,
+                job.gpu_memory_gb,
+            )
         room = self._room.get(shape)
         if room is None:
             room = self.room(job)

@@ -880,8 +880,8 @@ class _Allocation:
         # Most jobs share a handful of reasons ("keeps running: 1 GPUs on 1 node"):
         # formatted once per decision, not once per job.
         wheres: dict[tuple[int, int], str] = {}
-        keeps: dict[tuple[int, int], str] = {}
-        starts: dict[tuple[int, int], str] = {}
+        keeps: dict[int | tuple[int, int], str] = {}
+        starts: dict[int | tuple[int, int], str] = {}
         running_state = JobState.RUNNING
         was_preempted, is_pending, keeps_running = (
             JobStatus.PREEMPTED,
@@ -908,19 +908,21 @@ class _Allocation:
                     gpus = len(assignments[0].gpu_indices)
                 else:
                     gpus = sum(len(a.gpu_indices) for a in assignments)
+                # One node (most jobs): keyed by the GPU count alone, no tuple per job.
+                key = gpus if nodes == 1 else (gpus, nodes)
                 if job.state is running_state and gpus == held[job_id]:
                     status = keeps_running
-                    found = keeps.get((gpus, nodes))
+                    found = keeps.get(key)
                     if found is None:
                         found = f"keeps running: {_where(wheres, gpus, nodes)}"
-                        keeps[(gpus, nodes)] = found
+                        keeps[key] = found
                     reason = found
                 elif job.state is not running_state:
                     status = JobStatus.STARTED
-                    found = starts.get((gpus, nodes))
+                    found = starts.get(key)
                     if found is None:
                         found = f"started: {_where(wheres, gpus, nodes)}"
-                        starts[(gpus, nodes)] = found
+                        starts[key] = found
                     reason = found
                 else:
                     status, reason = (
