@@ -556,7 +556,6 @@ class _Allocation:
         # The request `_place` is making, for its one bound placement call (see there).
         self._placing_job: Job
         self._placing_workers = 0
-        self._placement_call = self._call_placement
 
     def _quota_left(self, tenant: str) -> int | None:
         quota = self.quotas.get(tenant)
@@ -848,7 +847,10 @@ class _Allocation:
         function and its cells, all for the garbage collector to walk).
         """
         self._placing_job, self._placing_workers = job, workers
-        return self.rnd.call(self.rnd.placement, self._placement_call)
+        # The bound method is made per call, not kept on self: kept, it would tie the
+        # allocation into a reference cycle, and every round's capacity and working
+        # dicts would wait for the cyclic collector instead of going when the round ends.
+        return self.rnd.call(self.rnd.placement, self._call_placement)
 
     def _call_placement(self, p: PlacementPolicy) -> PlacementOutcome:
         """The placement call of :meth:`_place`: the common answer (one node) is counted

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -10,8 +12,16 @@ import pytest
 from policies.capacity import FreeCapacity
 from policies.decision import JobStatus, ScalingResult, Stage
 from policies.engine import Pipeline, PolicyFault
-from policies.model import Assignment, Job, JobState, Snapshot, Tenant, snapshot_problems
-from policies.profiles import Profile
+from policies.model import (
+    Assignment,
+    Job,
+    JobState,
+    Snapshot,
+    Tenant,
+    decode_snapshot,
+    snapshot_problems,
+)
+from policies.profiles import Profile, load_profiles
 from policies.protocols import Context, NoParams, Ordering, PlacementOutcome
 from policies.registry import PolicySpec, Registry, build_registry
 from tests.policies.builders import decide, job, node, reasons, running, snap, statuses
@@ -300,3 +310,25 @@ def test_a_job_no_node_could_ever_hold_is_told_so(profile: str) -> None:
     assert said["giant-worker"].startswith("can never fit: a worker needs 64 GPUs")
     assert said["too-many"].startswith("can never fit: needs at least 17 GPUs")
     assert not said["fits"].startswith("can never fit")
+
+
+SMALL_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small.json"
+ALL_PROFILES = load_profiles(build_registry())
+
+
+@pytest.mark.parametrize("name", sorted(ALL_PROFILES))
+def test_a_decision_leaves_no_reference_cycles_behind(name: str) -> None:
+    # A round's working state (free capacity, per-job dicts, placements) must go when
+    # the round ends. Caught in a reference cycle, it waits for the cyclic collector:
+    # a simulation then held a third more memory at its peak and ran 15 % slower.
+    snapshot = decode_snapshot(SMALL_EXAMPLE.read_bytes())
+    pipeline = Pipeline.build(ALL_PROFILES[name], build_registry())
+    pipeline.run(snapshot)  # first-use caches and lazy imports are not the round's
+    gc.collect()
+    gc.disable()
+    try:
+        pipeline.run(snapshot)
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert unreachable == 0
