@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Generic, TypeVar
@@ -554,8 +554,6 @@ class _Allocation:
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
         # The request `_place` is making, for its one bound placement call (see there).
-        self._placing_job: Job
-        self._placing_workers = 0
 
     def _quota_left(self, tenant: str) -> int | None:
         quota = self.quotas.get(tenant)
@@ -842,20 +840,17 @@ class _Allocation:
     def _place(self, job: Job, workers: int) -> PlacementOutcome:
         """Ask the placement policy for `workers` workers of `job`; commit what it returns.
 
-        Runs for every job the walk starts: the request is handed over in two attributes
-        to one bound method made per decision (a closure per job would allocate a
-        function and its cells, all for the garbage collector to walk).
+        Runs for every job the walk starts: the call is a `partial` of a method, not a
+        closure defined per job (which would allocate a function and its cells), and it
+        is not kept on self (kept, it would tie the allocation into a reference cycle,
+        and every round's working state would wait for the cyclic collector).
         """
-        self._placing_job, self._placing_workers = job, workers
-        # The bound method is made per call, not kept on self: kept, it would tie the
-        # allocation into a reference cycle, and every round's capacity and working
-        # dicts would wait for the cyclic collector instead of going when the round ends.
-        return self.rnd.call(self.rnd.placement, self._call_placement)
+        return self.rnd.call(self.rnd.placement, partial(self._call_placement, job, workers))
 
-    def _call_placement(self, p: PlacementPolicy) -> PlacementOutcome:
+    def _call_placement(self, job: Job, workers: int, p: PlacementPolicy) -> PlacementOutcome:
         """The placement call of :meth:`_place`: the common answer (one node) is counted
         without a generator, and the capacity re-checks every GPU before taking it."""
-        job, workers, free = self._placing_job, self._placing_workers, self.free
+        free = self.free
         expected = workers * job.gpus_per_worker
         outcome = p.place(self.rnd.ctx, job, workers, free)
         assignments = outcome.assignments
