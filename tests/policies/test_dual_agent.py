@@ -188,6 +188,31 @@ def test_the_posterior_concentrates_on_a_machine_after_repeated_feedback() -> No
     assert mean == pytest.approx(math.log(1.2), abs=0.05)
 
 
+def test_machines_the_gp_cannot_tell_apart_get_identical_posteriors() -> None:
+    """Unobserved machines of one type and rack are the same to the GP: their posteriors
+    must be equal bit for bit, so the placement's own tie-break picks between them and not
+    the rounding of the CPU's linear algebra (which differed between them before)."""
+    nodes = hetero_nodes(per_type=9)
+    hyper = GpHyper().positive()
+    rng = np.random.default_rng(3)
+    state = None
+    observed = ("p100-0", "v100-1", "k80-2", "p100-3")
+    for target in observed:
+        seen = [
+            ThroughputObservation(
+                node_id=target, job_id="j", relative_speed=math.exp(rng.normal(0, 0.1))
+            )
+            for _ in range(7)
+        ]
+        state = learn_from(state, seen)
+    value = posterior(nodes, observations_of(state), hyper)
+    for gpu_type in PRICES:
+        twins = [n.id for n in nodes if n.gpu_type == gpu_type and n.id not in observed]
+        assert len({value.of(machine) for machine in twins}) == 1, gpu_type
+    # An observed machine is not its unobserved rack-mates' twin.
+    assert value.of("p100-0") != value.of("p100-1")
+
+
 def test_unreadable_gp_state_is_dropped_not_an_error() -> None:
     assert observations_of({"version": 99, "nodes": {"a": [1, 0.1]}}).count == {}
     assert observations_of({"version": 1, "nodes": {"a": "junk", "b": [2, 0.1]}}).count == {

@@ -200,6 +200,10 @@ class MachineGp(gpytorch.models.ExactGP):  # type: ignore[misc]
         )
 
 
+POSTERIOR_DECIMALS = 9
+"""Decimals the posterior's mean and standard deviation are rounded to (see `posterior`)."""
+
+
 @dataclass(frozen=True)
 class Posterior:
     """Posterior mean and standard deviation of each machine's log speed factor."""
@@ -298,4 +302,14 @@ def posterior(
             latent = model(session.x)
         mean = latent.mean.numpy()
         std = latent.variance.clamp_min(0.0).sqrt().numpy()
-    return Posterior(ids, np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
+    # Machines the GP cannot tell apart (same type and rack, none observed) have equal
+    # posteriors in exact arithmetic, but the solve leaves them a few ulps apart, and which
+    # one comes out ahead depends on the BLAS kernels of the CPU: the placement's ranking
+    # (and a simulation's result) then changed from one machine to another. Rounded to a
+    # billionth of a log factor, far below anything the data can say, such machines tie,
+    # and the ranking breaks the tie by its own rule (free GPUs, then snapshot order).
+    return Posterior(
+        ids,
+        np.round(np.asarray(mean, dtype=np.float64), POSTERIOR_DECIMALS),
+        np.round(np.asarray(std, dtype=np.float64), POSTERIOR_DECIMALS),
+    )
