@@ -31,10 +31,13 @@ class AsRequested:
         for job in jobs:
             workers = job.workers
             # A running job keeps what it holds: rescaling it is not this policy's call.
-            # A rigid job (no bounds given) accepts its request alone, so only a job with
-            # bounds needs its held workers counted.
+            # A rigid job (no bounds, or bounds equal to its request) accepts its request
+            # alone, whatever it holds, so only an elastic one needs its held workers
+            # counted. A valid job has min_workers <= workers <= max_workers, so it is
+            # elastic when either bound leaves the request.
+            lo, hi = job.min_workers, job.max_workers
             if job.state is running and (
-                job.min_workers is not None or job.max_workers is not None
+                (lo is not None and lo < workers) or (hi is not None and hi > workers)
             ):
                 held = job.placed_workers
                 if held == workers or job.accepts_workers(held):
