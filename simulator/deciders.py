@@ -96,9 +96,12 @@ class EngineDecider:
         return cls(profiles[name], reg)
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+        # The simulator applies decisions and never reads their reasons: none are worded.
         if not self.pipeline.state_keys:
-            return self.pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
-        outcome = self.pipeline.run(snapshot, state=self.state, seed=seed, decision_id=decision_id)
+            return self.pipeline.decide(snapshot, seed=seed, decision_id=decision_id, explain=False)
+        outcome = self.pipeline.run(
+            snapshot, state=self.state, seed=seed, decision_id=decision_id, explain=False
+        )
         self.state.update(outcome.state)
         return outcome.decision
 

@@ -81,6 +81,30 @@ def test_every_golden_decision_is_reproduced(profile: str) -> None:
         assert after == case["state_after"], f"{case['case']}: state differs"
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_decision_without_explanations_is_the_golden_one_less_its_reasons(
+    profile: str,
+) -> None:
+    """`explain=False` (what the simulator asks for) changes nothing the decision does."""
+    cases = [c for c in golden()["decisions"] if c["profile"] == profile]
+    for case in cases:
+        snapshot = (
+            example(case["example"]) if "example" in case else snapshot_from(case["snapshot"])
+        )
+        outcome = pipeline(profile).run(
+            snapshot,
+            state=case["state"],
+            seed=case["seed"],
+            decision_id=case["decision_id"],
+            explain=False,
+        )
+        got = decision_json(outcome.decision)
+        want = {**case["decision"], "explanations": [], "pending": []}
+        assert got == want, f"{case['case']}: {_first_difference(got, want)}"
+        after = {**case["state"], **outcome.state}
+        assert after == case["state_after"], f"{case['case']}: state differs"
+
+
 def test_every_golden_reclaim_is_reproduced() -> None:
     cases = golden()["reclaims"]
     assert cases

@@ -123,7 +123,7 @@ def _score_episode(task: _Scoring) -> EpisodeScore:
 
     def decide(snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
         nonlocal fallbacks
-        decision = pipeline.decide(snapshot, seed=seed, decision_id=decision_id)
+        decision = pipeline.decide(snapshot, seed=seed, decision_id=decision_id, explain=False)
         fallbacks += decision.fallback is not None
         return decision
 

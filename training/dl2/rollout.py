@@ -138,7 +138,7 @@ def play_episode(
     snapshot = sim.reset(seed=spec.seed)
     while snapshot is not None:
         decision = pipeline.decide(
-            snapshot, seed=sim.round_seed(), decision_id=f"train-{scaling.round}"
+            snapshot, seed=sim.round_seed(), decision_id=f"train-{scaling.round}", explain=False
         )
         following, _ = sim.step(decision)
         episode.rewards.append(progress_reward(snapshot, following))
