@@ -26,7 +26,7 @@ lint: $(STAMP) ## Ruff lint and format check
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP) ## mypy --strict over the whole project
-	$(BIN)/mypy app policies storage simulator training migrations scripts tests
+	$(BIN)/mypy app policies storage simulator training migrations evidence tests
 
 unit: $(STAMP) ## The pytest suite only
 	$(BIN)/pytest -q
@@ -38,67 +38,67 @@ bench: $(STAMP) ## Decisions per profile over HTTP (service on embedded defaults
 	$(MAKE) --no-print-directory bench-engine
 
 bench-engine: $(STAMP) ## In-process decision time per profile on the examples, against the targets
-	$(BIN)/python scripts/bench_engine.py --repeat 3
+	$(BIN)/python evidence/bench_engine.py --repeat 3
 
 bench-growth: $(STAMP) ## Decision time from 16 to 4,096 nodes: table, exponents, docs/img/growth.png
-	$(BIN)/python scripts/bench_growth.py
+	$(BIN)/python evidence/bench_growth.py
 
 bench-memory: $(STAMP) ## Service memory over 10,000 decisions and a simulation's peak memory (long)
-	$(BIN)/python scripts/bench_memory.py
+	$(BIN)/python evidence/bench_memory.py
 
 bench-health: $(STAMP) ## /healthz latency while oasis decisions on the large example run back to back
-	$(BIN)/python scripts/bench_health.py
+	$(BIN)/python evidence/bench_health.py
 
 bench-throughput: $(STAMP) ## Small-example decisions/s under wrk, one and two workers (needs wrk)
 	bash scripts/bench_throughput.sh
 
 bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
-	$(BIN)/python scripts/bench_simulator.py
+	$(BIN)/python evidence/bench_simulator.py
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
-	$(BIN)/python scripts/make_results.py
+	$(BIN)/python evidence/make_results.py
 
 results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility (section of docs/results.md, ~6 min)
-	$(BIN)/python scripts/evidence_oasis.py
+	$(BIN)/python evidence/evidence_oasis.py
 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
-	$(BIN)/python scripts/evidence_peers.py
+	$(BIN)/python evidence/evidence_peers.py
 
 results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, ideal) and ITP cluster04 over 3 seeds (~6 min)
-	$(BIN)/python scripts/evidence_tiresias.py
+	$(BIN)/python evidence/evidence_tiresias.py
 
 results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
-	$(BIN)/python scripts/evidence_aryl.py
+	$(BIN)/python evidence/evidence_aryl.py
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
-	$(BIN)/python scripts/evidence_dl2.py
+	$(BIN)/python evidence/evidence_dl2.py
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
-	$(BIN)/python scripts/train_dl2.py
+	$(BIN)/python evidence/train_dl2.py
 
 relmas-model: $(STAMP) ## Retrain the shipped RELMAS model in the accelerator simulator (about 7 min here)
-	$(BIN)/python scripts/train_relmas.py
+	$(BIN)/python evidence/train_relmas.py
 
 results-relmas: $(STAMP) ## RELMAS vs the dispatch baselines, 3 seeds per scenario: section relmas of docs/results.md
-	$(BIN)/python scripts/evidence_relmas.py
+	$(BIN)/python evidence/evidence_relmas.py
 
 bench-relmas: $(STAMP) ## Dispatch decision time for 64 pending requests on one core, every dispatch profile
-	$(BIN)/python scripts/bench_relmas.py
+	$(BIN)/python evidence/bench_relmas.py
 
 dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO + GP fit, about 5 min; UPDATES=200 for longer)
-	$(BIN)/python scripts/train_dual_agent.py $(if $(UPDATES),--updates $(UPDATES))
+	$(BIN)/python evidence/train_dual_agent.py $(if $(UPDATES),--updates $(UPDATES))
 
 results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy baseline, ablations: section dual-agent of docs/results.md
-	$(BIN)/python scripts/evidence_dual_agent.py --write
+	$(BIN)/python evidence/evidence_dual_agent.py --write
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
 
 chaos: $(STAMP) ## Faults under load (PostgreSQL stopped, Redis killed, a retrain worker killed): what was lost
-	$(BIN)/python scripts/chaos.py
+	$(BIN)/python evidence/chaos.py
 
 soak: $(STAMP) ## Mixed traffic for SOAK_MIN minutes (default 30): answers, losses, memory at start and end
-	$(BIN)/python scripts/chaos.py --soak-min $${SOAK_MIN:-30}
+	$(BIN)/python evidence/chaos.py --soak-min $${SOAK_MIN:-30}
 
 golden: $(STAMP) ## Re-record the golden decisions and metrics (only for an intended change of behaviour)
 	$(BIN)/python -m tests.golden.record

@@ -69,7 +69,7 @@ done
 
 echo "benchmarking $base_url (server log: kept until the end of this run)" >&2
 status=0
-"$python" scripts/bench.py --url "$base_url" "$@" || status=$?
+"$python" evidence/bench.py --url "$base_url" "$@" || status=$?
 if ((status != 0)); then
   echo "bench.py exited with $status; last lines of the server log:" >&2
   tail -n 30 "$workdir/server.log" >&2

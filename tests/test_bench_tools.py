@@ -11,11 +11,11 @@ import os
 
 import pytest
 
+from evidence.bench import histogram_quantile
+from evidence.bench_engine import Cell, format_row, percentile, target_status
+from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
+from evidence.bench_memory import rss_bytes, sample_points
 from policies.model import decode_snapshot
-from scripts.bench import histogram_quantile
-from scripts.bench_engine import Cell, format_row, percentile, target_status
-from scripts.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
-from scripts.bench_memory import rss_bytes, sample_points
 
 
 @pytest.mark.parametrize("exponent", [0.5, 1.0, 1.37, 2.0])

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 EXAMPLES = ROOT / "examples"
-GENERATOR = ROOT / "scripts" / "generate_examples.py"
+GENERATOR = ROOT / "evidence" / "generate_examples.py"
 GENERATED = ("small.json", "large.json", "decision-request.json", "reclaim.json")
 
 Instruction = tuple[str, str]  # (keyword in upper case, arguments)
@@ -349,7 +349,7 @@ def test_example_snapshot_validates_without_problems(name: str) -> None:
 
 
 def test_the_dispatch_example_is_what_its_generator_writes() -> None:
-    script = ROOT / "scripts" / "generate_dispatch_example.py"
+    script = ROOT / "evidence" / "generate_dispatch_example.py"
     done = subprocess.run(
         [sys.executable, str(script), "--check"],
         check=False,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.evidence_dl2 import main
-from scripts.results_sections import sections
+from evidence.evidence_dl2 import main
+from evidence.results_sections import sections
 
 
 @pytest.mark.slow

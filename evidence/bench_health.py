@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.bench import is_loopback, percentile  # noqa: E402
+from evidence.bench import is_loopback, percentile  # noqa: E402
 
 READY_TIMEOUT_S = 120.0
 

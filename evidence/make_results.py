@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evidence.results_sections import carry_over  # noqa: E402
 from policies.profiles import dispatch_profile_names  # noqa: E402
-from scripts.results_sections import carry_over  # noqa: E402
 from simulator.cluster import load_cluster  # noqa: E402
 from simulator.deciders import shipped_profiles  # noqa: E402
 from simulator.metrics import METRIC_KEYS  # noqa: E402

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evidence.evidence_peers import PEER_FIFO, peer_cluster  # noqa: E402
+from evidence.results_sections import splice  # noqa: E402
 from policies.profiles import PolicyChoice, Profile  # noqa: E402
-from scripts.evidence_peers import PEER_FIFO, peer_cluster  # noqa: E402
-from scripts.results_sections import splice  # noqa: E402
 from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
 from simulator.deciders import EngineDecider, shipped_profiles  # noqa: E402
 from simulator.paths import clusters_dir, traces_dir  # noqa: E402

@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from evidence.results_sections import splice  # noqa: E402
 from policies.learned.relmas.shipped import shipped_model  # noqa: E402
-from scripts.results_sections import splice  # noqa: E402
 from simulator.accelerator.cli import simulate  # noqa: E402
 from simulator.accelerator.report import write_plots  # noqa: E402
 from simulator.accelerator.workload import scenarios  # noqa: E402

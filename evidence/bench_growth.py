@@ -56,12 +56,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import policies.model as domain_model  # noqa: E402
+from evidence import generate_examples as generator  # noqa: E402
 from policies.decision import Stage  # noqa: E402
 from policies.engine import Pipeline  # noqa: E402
 from policies.model import Snapshot, decode_snapshot  # noqa: E402
 from policies.profiles import load_profiles  # noqa: E402
 from policies.registry import build_registry  # noqa: E402
-from scripts import generate_examples as generator  # noqa: E402
 
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = (
     (16, 50),

@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.bench_memory import MIB, free_loopback_port, rss_bytes  # noqa: E402
+from evidence.bench_memory import MIB, free_loopback_port, rss_bytes  # noqa: E402
 from storage.db import normalize_database_url  # noqa: E402
 from tests.servers import ThrowawayPostgres, ThrowawayRedis  # noqa: E402
 

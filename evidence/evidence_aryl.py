@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.results_sections import splice  # noqa: E402
+from evidence.results_sections import splice  # noqa: E402
 from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
 from simulator.core import SimOptions, Simulation  # noqa: E402
 from simulator.deciders import EngineDecider  # noqa: E402

@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evidence.results_sections import splice  # noqa: E402
 from policies.common.oasis import RESOURCES, OasisParams  # noqa: E402
-from scripts.results_sections import splice  # noqa: E402
 from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
 from simulator.deciders import EngineDecider  # noqa: E402
 from simulator.metrics import SimulationResult  # noqa: E402

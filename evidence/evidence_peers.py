@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evidence.results_sections import splice  # noqa: E402
 from policies.profiles import PolicyChoice  # noqa: E402
-from scripts.results_sections import splice  # noqa: E402
 from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
 from simulator.deciders import EngineDecider, shipped_profiles  # noqa: E402
 from simulator.paths import clusters_dir, traces_dir  # noqa: E402
