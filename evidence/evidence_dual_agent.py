@@ -24,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evidence.results_sections import splice  # noqa: E402
 from policies.decision import Stage  # noqa: E402
 from policies.learned.dual_agent.gp import MachineObservations, posterior  # noqa: E402
 from policies.learned.dual_agent.network import DualAgentModel  # noqa: E402
@@ -31,7 +32,6 @@ from policies.learned.dual_agent.shipped import shipped_model  # noqa: E402
 from policies.model import ThroughputObservation  # noqa: E402
 from policies.placement.rwgp import learn_from, observations_of  # noqa: E402
 from policies.profiles import PolicyChoice, Profile  # noqa: E402
-from scripts.results_sections import splice  # noqa: E402
 from simulator.cluster import load_cluster  # noqa: E402
 from simulator.paths import clusters_dir  # noqa: E402
 from simulator.perf import bind_cluster, load_perf_tables  # noqa: E402
