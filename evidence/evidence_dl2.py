@@ -38,9 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.train_dl2 import budget, build_parser, warm_up  # noqa: E402
-
 from evidence.results_sections import splice  # noqa: E402
+from evidence.train_dl2 import budget, build_parser, warm_up  # noqa: E402
 from policies.learned.dl2.shipped import shipped_model  # noqa: E402
 from policies.registry import build_registry  # noqa: E402
 from simulator.perf import FAMILY_SOURCES, load_perf_tables  # noqa: E402
