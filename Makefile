@@ -38,67 +38,67 @@ bench: $(STAMP) ## Decisions per profile over HTTP (service on embedded defaults
 	$(MAKE) --no-print-directory bench-engine
 
 bench-engine: $(STAMP) ## In-process decision time per profile on the examples, against the targets
-	$(BIN)/python evidence/bench_engine.py --repeat 3
+	$(BIN)/python -m evidence.bench_engine --repeat 3
 
 bench-growth: $(STAMP) ## Decision time from 16 to 4,096 nodes: table, exponents, docs/img/growth.png
-	$(BIN)/python evidence/bench_growth.py
+	$(BIN)/python -m evidence.bench_growth
 
 bench-memory: $(STAMP) ## Service memory over 10,000 decisions and a simulation's peak memory (long)
-	$(BIN)/python evidence/bench_memory.py
+	$(BIN)/python -m evidence.bench_memory
 
 bench-health: $(STAMP) ## /healthz latency while oasis decisions on the large example run back to back
-	$(BIN)/python evidence/bench_health.py
+	$(BIN)/python -m evidence.bench_health
 
 bench-throughput: $(STAMP) ## Small-example decisions/s under wrk, one and two workers (needs wrk)
 	bash scripts/bench_throughput.sh
 
 bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
-	$(BIN)/python evidence/bench_simulator.py
+	$(BIN)/python -m evidence.bench_simulator
 
 results: $(STAMP) ## Regenerate docs/results.md (every profile on every shared trace)
-	$(BIN)/python evidence/make_results.py
+	$(BIN)/python -m evidence.make_results
 
 results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility (section of docs/results.md, ~6 min)
-	$(BIN)/python evidence/evidence_oasis.py
+	$(BIN)/python -m evidence.evidence_oasis
 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
-	$(BIN)/python evidence/evidence_peers.py
+	$(BIN)/python -m evidence.evidence_peers
 
 results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, ideal) and ITP cluster04 over 3 seeds (~6 min)
-	$(BIN)/python evidence/evidence_tiresias.py
+	$(BIN)/python -m evidence.evidence_tiresias
 
 results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
-	$(BIN)/python evidence/evidence_aryl.py
+	$(BIN)/python -m evidence.evidence_aryl
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
-	$(BIN)/python evidence/evidence_dl2.py
+	$(BIN)/python -m evidence.evidence_dl2
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
-	$(BIN)/python evidence/train_dl2.py
+	$(BIN)/python -m evidence.train_dl2
 
 relmas-model: $(STAMP) ## Retrain the shipped RELMAS model in the accelerator simulator (about 7 min here)
-	$(BIN)/python evidence/train_relmas.py
+	$(BIN)/python -m evidence.train_relmas
 
 results-relmas: $(STAMP) ## RELMAS vs the dispatch baselines, 3 seeds per scenario: section relmas of docs/results.md
-	$(BIN)/python evidence/evidence_relmas.py
+	$(BIN)/python -m evidence.evidence_relmas
 
 bench-relmas: $(STAMP) ## Dispatch decision time for 64 pending requests on one core, every dispatch profile
-	$(BIN)/python evidence/bench_relmas.py
+	$(BIN)/python -m evidence.bench_relmas
 
 dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO + GP fit, about 5 min; UPDATES=200 for longer)
-	$(BIN)/python evidence/train_dual_agent.py $(if $(UPDATES),--updates $(UPDATES))
+	$(BIN)/python -m evidence.train_dual_agent $(if $(UPDATES),--updates $(UPDATES))
 
 results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy baseline, ablations: section dual-agent of docs/results.md
-	$(BIN)/python evidence/evidence_dual_agent.py --write
+	$(BIN)/python -m evidence.evidence_dual_agent --write
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
 
 chaos: $(STAMP) ## Faults under load (PostgreSQL stopped, Redis killed, a retrain worker killed): what was lost
-	$(BIN)/python evidence/chaos.py
+	$(BIN)/python -m evidence.chaos
 
 soak: $(STAMP) ## Mixed traffic for SOAK_MIN minutes (default 30): answers, losses, memory at start and end
-	$(BIN)/python evidence/chaos.py --soak-min $${SOAK_MIN:-30}
+	$(BIN)/python -m evidence.chaos --soak-min $${SOAK_MIN:-30}
 
 golden: $(STAMP) ## Re-record the golden decisions and metrics (only for an intended change of behaviour)
 	$(BIN)/python -m tests.golden.record

@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from msgspec.structs import replace
 
 from policies.common.reclaim import run_reclaim

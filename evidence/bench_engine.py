@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import platform
 import statistics
@@ -112,16 +114,37 @@ class Core:
     encode: Callable[[Any], bytes]
 
 
+def _load_policies_from(checkout: Path) -> None:
+    """Import the `policies` package of `checkout` as `policies`, for this process.
+
+    Only the package itself is found in that checkout (its submodules follow its
+    `__path__`); the import path is left alone, so this benchmark's own code and every
+    other package still come from the environment. It must run before anything imports
+    `policies`: one process holds one core.
+    """
+    location = str((checkout / "policies").resolve())
+    loaded = sys.modules.get("policies")
+    if loaded is not None:
+        if list(getattr(loaded, "__path__", [])) == [location]:
+            return
+        raise RuntimeError(f"policies is already imported from {loaded.__path__}")
+    spec = importlib.machinery.PathFinder.find_spec("policies", [str(checkout.resolve())])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--checkout {checkout}: no policies package there")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["policies"] = module
+    spec.loader.exec_module(module)
+
+
 def _core(checkout: Path | None) -> Core:
     """The core's modules from `checkout` (default: this one), imported on first use.
 
     Another checkout (an older commit's `git worktree`) gives before-and-after figures
-    from the one script; checkouts from before `decode_snapshot` and `encode` existed
+    from the one benchmark; checkouts from before `decode_snapshot` and `encode` existed
     are read and written through their pydantic models instead.
     """
-    path = str((checkout or ROOT).resolve())
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    if checkout is not None:
+        _load_policies_from(checkout)
     model: Any = importlib.import_module("policies.model")
     encode = getattr(model, "encode", None)
     return Core(

@@ -51,17 +51,15 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import policies.model as domain_model
+from evidence import generate_examples as generator
+from policies.decision import Stage
+from policies.engine import Pipeline
+from policies.model import Snapshot, decode_snapshot
+from policies.profiles import load_profiles
+from policies.registry import build_registry
 
-import policies.model as domain_model  # noqa: E402
-from evidence import generate_examples as generator  # noqa: E402
-from policies.decision import Stage  # noqa: E402
-from policies.engine import Pipeline  # noqa: E402
-from policies.model import Snapshot, decode_snapshot  # noqa: E402
-from policies.profiles import load_profiles  # noqa: E402
-from policies.registry import build_registry  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = (
     (16, 50),

@@ -39,11 +39,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.bench import is_loopback, percentile
 
-from evidence.bench import is_loopback, percentile  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 READY_TIMEOUT_S = 120.0
 

@@ -15,34 +15,31 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from app.schemas import DispatchRequestBody  # noqa: E402
-from app.services.decisions import SnapshotLimits  # noqa: E402
-from app.services.dispatch import check_dispatch_snapshot  # noqa: E402
-from policies.dispatch.model import (  # noqa: E402
+from app.schemas import DispatchRequestBody
+from app.services.decisions import SnapshotLimits
+from app.services.dispatch import check_dispatch_snapshot
+from policies.dispatch.model import (
     DispatchSnapshot,
     DispatchTenant,
     PendingInference,
     RunningLayer,
     SubAccelerator,
 )
-from policies.dispatch.run import DispatchPair, build_dispatch, run_dispatch  # noqa: E402
-from policies.model import decode, encode  # noqa: E402
-from policies.profiles import load_profiles  # noqa: E402
-from policies.registry import build_registry  # noqa: E402
-from simulator.accelerator.costs import load_costs  # noqa: E402
-from simulator.accelerator.workload import arrivals, scenarios  # noqa: E402
+from policies.dispatch.run import DispatchPair, build_dispatch, run_dispatch
+from policies.model import decode, encode
+from policies.profiles import load_profiles
+from policies.registry import build_registry
+from simulator.accelerator.costs import load_costs
+from simulator.accelerator.workload import arrivals, scenarios
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROFILES = ("fcfs", "edf", "llf", "eft-greedy", "prema", "relmas")
 

@@ -30,18 +30,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from simulator.cluster import load_cluster
+from simulator.deciders import EngineDecider, shipped_profiles
+from simulator.paths import clusters_dir, traces_dir
+from simulator.perf import PerfMode
+from simulator.report import fmt
+from simulator.runner import RunConfig, build_simulation
+from simulator.traces import read_trace
+from simulator.workload import make_jobs
 
-from simulator.cluster import load_cluster  # noqa: E402
-from simulator.deciders import EngineDecider, shipped_profiles  # noqa: E402
-from simulator.paths import clusters_dir, traces_dir  # noqa: E402
-from simulator.perf import PerfMode  # noqa: E402
-from simulator.report import fmt  # noqa: E402
-from simulator.runner import RunConfig, build_simulation  # noqa: E402
-from simulator.traces import read_trace  # noqa: E402
-from simulator.workload import make_jobs  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TRACE = "helios_venus.full.csv"
 CLUSTER = "helios_venus-full.json"

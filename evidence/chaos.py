@@ -53,13 +53,11 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.bench_memory import MIB, free_loopback_port, rss_bytes
+from storage.db import normalize_database_url
+from tests.servers import ThrowawayPostgres, ThrowawayRedis
 
-from evidence.bench_memory import MIB, free_loopback_port, rss_bytes  # noqa: E402
-from storage.db import normalize_database_url  # noqa: E402
-from tests.servers import ThrowawayPostgres, ThrowawayRedis  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 ADMIN_TOKEN = "chaos-admin-token-0123456789"
 PROFILES = ("fifo", "tiresias", "drf", "oasis")

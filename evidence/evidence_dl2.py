@@ -28,25 +28,22 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.results_sections import splice
+from evidence.train_dl2 import budget, build_parser, warm_up
+from policies.learned.dl2.shipped import shipped_model
+from policies.registry import build_registry
+from simulator.perf import FAMILY_SOURCES, load_perf_tables
+from training.dl2.episodes import EpisodeSpec, held_out_episodes, windows
+from training.dl2.evaluation import Contender, Score, score
+from training.dl2.imitation import teacher_profile
+from training.dl2.reinforce import one_thread
 
-from evidence.results_sections import splice  # noqa: E402
-from evidence.train_dl2 import budget, build_parser, warm_up  # noqa: E402
-from policies.learned.dl2.shipped import shipped_model  # noqa: E402
-from policies.registry import build_registry  # noqa: E402
-from simulator.perf import FAMILY_SOURCES, load_perf_tables  # noqa: E402
-from training.dl2.episodes import EpisodeSpec, held_out_episodes, windows  # noqa: E402
-from training.dl2.evaluation import Contender, Score, score  # noqa: E402
-from training.dl2.imitation import teacher_profile  # noqa: E402
-from training.dl2.reinforce import one_thread  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SECTION = "dl2"
 PAPER_CUT = {"drf": 0.441, "optimus": 0.175}

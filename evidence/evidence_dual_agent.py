@@ -21,22 +21,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from evidence.results_sections import splice
+from policies.decision import Stage
+from policies.learned.dual_agent.gp import MachineObservations, posterior
+from policies.learned.dual_agent.network import DualAgentModel
+from policies.learned.dual_agent.shipped import shipped_model
+from policies.model import ThroughputObservation
+from policies.placement.rwgp import learn_from, observations_of
+from policies.profiles import PolicyChoice, Profile
+from simulator.cluster import load_cluster
+from simulator.paths import clusters_dir
+from simulator.perf import bind_cluster, load_perf_tables
+from training.dual_agent.episodes import CLUSTER, held_out_episodes, perf_options
+from training.dual_agent.evaluation import decider, score
 
-from evidence.results_sections import splice  # noqa: E402
-from policies.decision import Stage  # noqa: E402
-from policies.learned.dual_agent.gp import MachineObservations, posterior  # noqa: E402
-from policies.learned.dual_agent.network import DualAgentModel  # noqa: E402
-from policies.learned.dual_agent.shipped import shipped_model  # noqa: E402
-from policies.model import ThroughputObservation  # noqa: E402
-from policies.placement.rwgp import learn_from, observations_of  # noqa: E402
-from policies.profiles import PolicyChoice, Profile  # noqa: E402
-from simulator.cluster import load_cluster  # noqa: E402
-from simulator.paths import clusters_dir  # noqa: E402
-from simulator.perf import bind_cluster, load_perf_tables  # noqa: E402
-from training.dual_agent.episodes import CLUSTER, held_out_episodes, perf_options  # noqa: E402
-from training.dual_agent.evaluation import decider, score  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JCT_WEIGHT = 2.0
 SEPARATE = ROOT / "training" / "dual_agent" / "ablation" / "separate.safetensors"

@@ -42,20 +42,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.results_sections import splice
+from policies.common.oasis import RESOURCES, OasisParams
+from simulator.cluster import ClusterSpec, load_cluster
+from simulator.deciders import EngineDecider
+from simulator.metrics import SimulationResult
+from simulator.paths import clusters_dir, traces_dir
+from simulator.report import fmt
+from simulator.runner import RunConfig, build_simulation
+from simulator.traces import TraceJob, compress_arrivals, read_trace
+from simulator.workload import UTILITY_HORIZON, WorkloadOptions, make_jobs
 
-from evidence.results_sections import splice  # noqa: E402
-from policies.common.oasis import RESOURCES, OasisParams  # noqa: E402
-from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
-from simulator.deciders import EngineDecider  # noqa: E402
-from simulator.metrics import SimulationResult  # noqa: E402
-from simulator.paths import clusters_dir, traces_dir  # noqa: E402
-from simulator.report import fmt  # noqa: E402
-from simulator.runner import RunConfig, build_simulation  # noqa: E402
-from simulator.traces import TraceJob, compress_arrivals, read_trace  # noqa: E402
-from simulator.workload import UTILITY_HORIZON, WorkloadOptions, make_jobs  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SECTION = "oasis"
 PROFILES = ("oasis", "fifo", "drf")

@@ -19,23 +19,20 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from evidence.results_sections import splice
+from policies.learned.relmas.shipped import shipped_model
+from simulator.accelerator.cli import simulate
+from simulator.accelerator.report import write_plots
+from simulator.accelerator.workload import scenarios
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from evidence.results_sections import splice  # noqa: E402
-from policies.learned.relmas.shipped import shipped_model  # noqa: E402
-from simulator.accelerator.cli import simulate  # noqa: E402
-from simulator.accelerator.report import write_plots  # noqa: E402
-from simulator.accelerator.workload import scenarios  # noqa: E402
 
 PROFILES = ("relmas", "eft-greedy", "prema", "edf", "llf", "fcfs")
 BASELINES = PROFILES[1:]

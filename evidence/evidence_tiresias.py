@@ -26,20 +26,18 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.evidence_peers import PEER_FIFO, peer_cluster
+from evidence.results_sections import splice
+from policies.profiles import PolicyChoice, Profile
+from simulator.cluster import ClusterSpec, load_cluster
+from simulator.deciders import EngineDecider, shipped_profiles
+from simulator.paths import clusters_dir, traces_dir
+from simulator.perf import PerfMode
+from simulator.runner import RunConfig, build_simulation
+from simulator.traces import read_trace
+from simulator.workload import make_jobs
 
-from evidence.evidence_peers import PEER_FIFO, peer_cluster  # noqa: E402
-from evidence.results_sections import splice  # noqa: E402
-from policies.profiles import PolicyChoice, Profile  # noqa: E402
-from simulator.cluster import ClusterSpec, load_cluster  # noqa: E402
-from simulator.deciders import EngineDecider, shipped_profiles  # noqa: E402
-from simulator.paths import clusters_dir, traces_dir  # noqa: E402
-from simulator.perf import PerfMode  # noqa: E402
-from simulator.runner import RunConfig, build_simulation  # noqa: E402
-from simulator.traces import read_trace  # noqa: E402
-from simulator.workload import make_jobs  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SECTION = "tiresias"
 FORTNIGHT = "philly.2w-2017-10-02.csv"

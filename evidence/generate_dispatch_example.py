@@ -17,16 +17,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from policies.dispatch.model import DispatchResult, DispatchSnapshot
+from policies.model import to_builtins
+from simulator.accelerator.costs import load_costs
+from simulator.accelerator.dispatchers import InProcessDispatcher
+from simulator.accelerator.system import run_episode
+from simulator.accelerator.workload import arrivals, scenarios
 
-from policies.dispatch.model import DispatchResult, DispatchSnapshot  # noqa: E402
-from policies.model import to_builtins  # noqa: E402
-from simulator.accelerator.costs import load_costs  # noqa: E402
-from simulator.accelerator.dispatchers import InProcessDispatcher  # noqa: E402
-from simulator.accelerator.system import run_episode  # noqa: E402
-from simulator.accelerator.workload import arrivals, scenarios  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "examples" / "dispatch.json"
 

@@ -43,10 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias, TypeVar
 
-# Run as a file (`python scripts/generate_examples.py`), the repository root is not on
-# the import path unless the project is installed; put it there so `policies` imports.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from policies.model import Job, Snapshot, convert, snapshot_problems
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None

@@ -24,19 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evidence.results_sections import carry_over
+from policies.profiles import dispatch_profile_names
+from simulator.cluster import load_cluster
+from simulator.deciders import shipped_profiles
+from simulator.metrics import METRIC_KEYS
+from simulator.paths import clusters_dir, traces_dir
+from simulator.report import fmt, metrics_table
+from simulator.runner import RunConfig, simulate
+from simulator.traces import read_trace
 
-from evidence.results_sections import carry_over  # noqa: E402
-from policies.profiles import dispatch_profile_names  # noqa: E402
-from simulator.cluster import load_cluster  # noqa: E402
-from simulator.deciders import shipped_profiles  # noqa: E402
-from simulator.metrics import METRIC_KEYS  # noqa: E402
-from simulator.paths import clusters_dir, traces_dir  # noqa: E402
-from simulator.report import fmt, metrics_table  # noqa: E402
-from simulator.runner import RunConfig, simulate  # noqa: E402
-from simulator.traces import read_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)

@@ -23,35 +23,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from policies.learned.dl2.features import Dl2Config  # noqa: E402
-from policies.learned.dl2.network import Dl2Model  # noqa: E402
-from simulator.perf import FAMILY_SOURCES  # noqa: E402
-from simulator.sweep_cli import add_runner_arguments, runner_from_args  # noqa: E402
-from training.dl2.episodes import (  # noqa: E402
+from policies.learned.dl2.features import Dl2Config
+from policies.learned.dl2.network import Dl2Model
+from simulator.perf import FAMILY_SOURCES
+from simulator.sweep_cli import add_runner_arguments, runner_from_args
+from training.dl2.episodes import (
     EpisodeSpec,
     held_out_episodes,
     training_episodes,
     validation_episodes,
 )
-from training.dl2.evaluation import Score, compare, score  # noqa: E402
-from training.dl2.imitation import (  # noqa: E402
+from training.dl2.evaluation import Score, compare, score
+from training.dl2.imitation import (
     ImitationArgs,
     demonstrations,
     imitate,
     simulated_records,
     teacher_profile,
 )
-from training.dl2.reinforce import PpoArgs, one_thread, train_ppo  # noqa: E402
+from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
 

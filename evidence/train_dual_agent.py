@@ -19,14 +19,13 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
+from policies.learned.dual_agent.network import DualAgentModel
+from training.dual_agent.run import train_dual_agent
+from training.dual_agent.trainer import DualAgentBudget
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from policies.learned.dual_agent.network import DualAgentModel  # noqa: E402
-from training.dual_agent.run import train_dual_agent  # noqa: E402
-from training.dual_agent.trainer import DualAgentBudget  # noqa: E402
 
 SHIPPED = ROOT / "policies" / "learned" / "dual_agent" / "default" / "dual_agent.safetensors"
 

@@ -13,17 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
+from training.relmas.train import Args, train
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from training.relmas.train import Args, train  # noqa: E402
 
 SHIPPED = ROOT / "policies" / "learned" / "relmas" / "default" / "relmas.safetensors"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start Arbiter on embedded defaults (SQLite in a temporary directory, in-process cache)
-# on a free loopback port, wait until it is ready, run scripts/bench.py against it, and
-# stop it again, whatever happens. Arguments are passed on to bench.py, e.g.
+# on a free loopback port, wait until it is ready, run `python -m evidence.bench` against it, and
+# stop it again, whatever happens. Arguments are passed on to evidence.bench, e.g.
 #   bash scripts/serve_and_bench.sh --profiles fifo,tiresias --duration-s 10
 # Environment: VENV (default .venv) picks the interpreter;
 # READY_TIMEOUT_S (default 60) bounds the wait for GET /readyz.
@@ -69,9 +69,9 @@ done
 
 echo "benchmarking $base_url (server log: kept until the end of this run)" >&2
 status=0
-"$python" evidence/bench.py --url "$base_url" "$@" || status=$?
+"$python" -m evidence.bench --url "$base_url" "$@" || status=$?
 if ((status != 0)); then
-  echo "bench.py exited with $status; last lines of the server log:" >&2
+  echo "evidence.bench exited with $status; last lines of the server log:" >&2
   tail -n 30 "$workdir/server.log" >&2
 fi
 exit "$status"

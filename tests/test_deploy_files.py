@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 EXAMPLES = ROOT / "examples"
-GENERATOR = ROOT / "evidence" / "generate_examples.py"
+# Run as a module from the repository root, as `make examples` does.
+GENERATOR = ("-m", "evidence.generate_examples")
 GENERATED = ("small.json", "large.json", "decision-request.json", "reclaim.json")
 
 Instruction = tuple[str, str]  # (keyword in upper case, arguments)
@@ -349,9 +350,9 @@ def test_example_snapshot_validates_without_problems(name: str) -> None:
 
 
 def test_the_dispatch_example_is_what_its_generator_writes() -> None:
-    script = ROOT / "evidence" / "generate_dispatch_example.py"
     done = subprocess.run(
-        [sys.executable, str(script), "--check"],
+        [sys.executable, "-m", "evidence.generate_dispatch_example", "--check"],
+        cwd=ROOT,
         check=False,
         capture_output=True,
         text=True,
@@ -362,8 +363,8 @@ def test_the_dispatch_example_is_what_its_generator_writes() -> None:
 
 def test_generator_reproduces_the_committed_examples_byte_for_byte(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, str(GENERATOR), "--out", str(tmp_path)],
-        cwd=tmp_path,
+        [sys.executable, *GENERATOR, "--out", str(tmp_path)],
+        cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=120,
@@ -371,13 +372,14 @@ def test_generator_reproduces_the_committed_examples_byte_for_byte(tmp_path: Pat
     for name in GENERATED:
         committed = (EXAMPLES / name).read_bytes()
         assert (tmp_path / name).read_bytes() == committed, (
-            f"examples/{name} is stale: run python scripts/generate_examples.py --out examples"
+            f"examples/{name} is stale: run make examples"
         )
 
 
 def test_generator_gives_valid_snapshots_for_another_seed(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, str(GENERATOR), "--out", str(tmp_path), "--seed", "7"],
+        [sys.executable, *GENERATOR, "--out", str(tmp_path), "--seed", "7"],
+        cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=120,
