@@ -39,7 +39,8 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from evidence.runner import EXAMPLES, percentile
+
 SIZES = ("small", "large")
 WARMUP_REQUESTS = 3
 
@@ -73,17 +74,6 @@ class CellResult:
     server_p99_ms: float | None = None
     error: str | None = None  # why the cell was skipped, if it was
     statuses: dict[str, int] = field(default_factory=dict)
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile (0–1) of sorted values, linear between the closest ranks."""
-    if not sorted_values:
-        raise ValueError("no values")
-    position = q * (len(sorted_values) - 1)
-    below = math.floor(position)
-    above = min(below + 1, len(sorted_values) - 1)
-    fraction = position - below
-    return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
 
 
 def is_loopback(url: str) -> bool:

@@ -18,7 +18,6 @@ Usage: `python scripts/bench_aryl.py [--snapshot examples/large.json] [--repeat 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
+from evidence.runner import EXAMPLES, command_line
 from policies.common.reclaim import run_reclaim
 from policies.decision import Stage
 from policies.engine import Pipeline
@@ -76,8 +76,8 @@ def schedulable(snapshot: Snapshot) -> list[Job]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--snapshot", type=Path, default=Path("examples/large.json"))
+    parser = command_line(__doc__)
+    parser.add_argument("--snapshot", type=Path, default=EXAMPLES / "large.json")
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args(argv)
     snapshot = decode_snapshot(args.snapshot.read_bytes())

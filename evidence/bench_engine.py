@@ -29,7 +29,6 @@ import gc
 import importlib
 import importlib.machinery
 import importlib.util
-import json
 import platform
 import statistics
 import sys
@@ -40,14 +39,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evidence.runner import (
+    EXAMPLES,
+    add_json,
+    add_quiet,
+    command_line,
+    machine,
+    percentile,
+    progress,
+    write_json,
+)
+
 if TYPE_CHECKING:
     from policies.decision import Decision
     from policies.engine import Pipeline
     from policies.model import Snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
 
-EXAMPLES = ROOT / "examples"
 DEFAULT_SNAPSHOTS = (EXAMPLES / "small.json", EXAMPLES / "large.json")
 MIN_ITERATIONS = 5
 
@@ -90,17 +98,6 @@ class Cell:
     @property
     def iterations(self) -> int:
         return sum(len(r) for r in self.run_ms)
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile (0–1) of sorted values, linear between the closest ranks."""
-    if not sorted_values:
-        raise ValueError("no values")
-    position = q * (len(sorted_values) - 1)
-    below = int(position)
-    above = min(below + 1, len(sorted_values) - 1)
-    fraction = position - below
-    return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
 
 
 @dataclass(frozen=True)
@@ -228,7 +225,7 @@ def render(cells: Sequence[Cell], iterations: int, repeat: int) -> str:
     lines = [
         f"In-process decision time (`Pipeline.run`), {iterations} timed runs per cell and "
         f"round, {repeat} round(s); Python {platform.python_version()} on "
-        f"{platform.machine()}.",
+        f"{machine()}.",
         "",
         *TABLE_HEADER,
         *(format_row(cell) for cell in cells),
@@ -296,7 +293,7 @@ def measure(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument(
         "--profiles", default=None, help="comma-separated profiles (default: every shipped one)"
     )
@@ -324,8 +321,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="measure the core of another checkout (e.g. an older commit's worktree)",
     )
-    parser.add_argument("--json", type=Path, default=None, help="also write raw figures here")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_json(parser, help="also write raw figures here")
+    add_quiet(parser)
     args = parser.parse_args(argv)
     if args.iterations < MIN_ITERATIONS:
         parser.error(f"--iterations must be at least {MIN_ITERATIONS}")
@@ -343,9 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
 
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
     cells = measure(
         profiles,
         args.snapshots,
@@ -353,14 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         repeat=args.repeat,
         seed=args.seed,
-        progress=None if args.quiet else progress,
+        progress=None if args.quiet else progress(),
     )
     print(render(cells, args.iterations, args.repeat))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         figures = {
-            "python": platform.python_version(),
-            "machine": platform.machine(),
             "iterations": args.iterations,
             "warmup": args.warmup,
             "repeat": args.repeat,
@@ -375,8 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for cell in cells
             ],
         }
-        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}", file=sys.stderr)
+        write_json(args.json, figures)
     return 0
 
 

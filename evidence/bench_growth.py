@@ -37,9 +37,7 @@ import gc
 import hashlib
 import inspect
 import io
-import json
 import math
-import platform
 import pstats
 import statistics
 import sys
@@ -53,13 +51,12 @@ from matplotlib.figure import Figure
 
 import policies.model as domain_model
 from evidence import generate_examples as generator
+from evidence.runner import ROOT, add_json, add_quiet, command_line, progress, write_json
 from policies.decision import Stage
 from policies.engine import Pipeline
 from policies.model import Snapshot, decode_snapshot
 from policies.profiles import load_profiles
 from policies.registry import build_registry
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = (
     (16, 50),
@@ -530,7 +527,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument(
         "--sizes",
         type=parse_sizes,
@@ -557,13 +554,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--no-cache", action="store_true", help="always generate afresh")
-    parser.add_argument("--json", type=Path, default=None, help="also write raw figures here")
+    add_json(parser, help="also write raw figures here")
     parser.add_argument(
         "--profile-stages",
         action="store_true",
         help="one cProfile'd run per cell: time per stage, top 15 functions at the largest",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet(parser)
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.budget_s <= 0 or args.give_up_s <= 0:
         parser.error("--iterations, --budget-s and --give-up-s must be positive")
@@ -574,10 +571,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
 
-    def progress(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
     sizes, series = measure(
         args.sizes,
         profiles,
@@ -587,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         give_up_s=args.give_up_s,
         cache_dir=None if args.no_cache else args.cache_dir,
         stages=args.profile_stages,
-        progress=progress,
+        progress=progress(args.quiet),
     )
     print(render(sizes, series))
     if args.profile_stages:
@@ -597,10 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(sizes, series, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         figures = {
-            "python": platform.python_version(),
-            "machine": platform.machine(),
             "seed": args.seed,
             "sizes": [asdict(s) for s in sizes],
             "profiles": [
@@ -615,8 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for line in series
             ],
         }
-        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}", file=sys.stderr)
+        write_json(args.json, figures)
     return 0
 
 

@@ -39,9 +39,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from evidence.bench import is_loopback, percentile
-
-ROOT = Path(__file__).resolve().parent.parent
+from evidence.bench import is_loopback
+from evidence.runner import EXAMPLES, ROOT, percentile
 
 READY_TIMEOUT_S = 120.0
 
@@ -215,7 +214,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--url", help="a running service (loopback); default: start one here")
     parser.add_argument("--profile", default="oasis", help="profile of the decisions")
     parser.add_argument(
-        "--snapshot", type=Path, default=ROOT / "examples" / "large.json", help="snapshot JSON"
+        "--snapshot", type=Path, default=EXAMPLES / "large.json", help="snapshot JSON"
     )
     parser.add_argument("--duration-s", type=float, default=20.0, help="seconds of probing")
     parser.add_argument(

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -47,9 +46,9 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-SHARED_ENV = "ARBITER_SHARED_DIR"
+from evidence.runner import EXAMPLES, ROOT, add_json, add_quiet, command_line, progress, write_json
+from simulator.paths import shared_dir
+
 BASELINE_REQUESTS = 100
 SERVICE_GROWTH_LIMIT = 0.10  # end within 10 % of the memory after the first 100 decisions
 SIMULATOR_LIMIT_BYTES = 1 << 30
@@ -226,15 +225,6 @@ def render_service(result: ServiceMemory) -> str:
 
 
 # -- the simulator --------------------------------------------------------------------------------
-def shared_dir() -> Path:
-    """`ARBITER_SHARED_DIR`, else `shared/` inside the checkout, else beside it."""
-    override = os.environ.get(SHARED_ENV)
-    if override:
-        return Path(override)
-    inside = ROOT / "shared"
-    return inside if inside.is_dir() else ROOT.parent / "shared"
-
-
 @dataclass
 class SimulatorMemory:
     command: list[str]
@@ -315,9 +305,9 @@ def positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser = command_line(__doc__)
+    add_json(parser)
+    add_quiet(parser)
     parts = parser.add_subparsers(dest="part")
     service = parts.add_parser("service", help="the service's memory over many decisions")
     service.add_argument("--requests", type=positive, default=10_000)
@@ -344,11 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         parts = {args.part: args}
 
-    def progress(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
-    figures: dict[str, object] = {"python": platform.python_version()}
+    say = progress(args.quiet)
+    figures: dict[str, object] = {}
     sections: list[str] = []
     ok = True
     if "service" in parts:
@@ -359,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             requests=options.requests,
             sample_every=options.sample_every,
             ready_timeout_s=options.ready_timeout_s,
-            progress=progress,
+            progress=say,
         )
         sections.append(render_service(service))
         figures["service"] = {**asdict(service), "ratio": service.ratio}
@@ -373,16 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile=options.profile,
             perf_model=options.perf_model,
             max_jobs=options.max_jobs,
-            progress=progress,
+            progress=say,
         )
         sections.append(render_simulator(simulator))
         figures["simulator"] = asdict(simulator)
         ok = ok and simulator.exit_code == 0
     print("\n\n".join(sections))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}", file=sys.stderr)
+        write_json(args.json, figures)
     return 0 if ok else 1
 
 

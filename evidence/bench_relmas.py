@@ -13,11 +13,9 @@ what the service and the simulator call; then the service's path without HTTP
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,6 +23,7 @@ import torch
 from app.schemas import DispatchRequestBody
 from app.services.decisions import SnapshotLimits
 from app.services.dispatch import check_dispatch_snapshot
+from evidence.runner import command_line
 from policies.dispatch.model import (
     DispatchSnapshot,
     DispatchTenant,
@@ -38,8 +37,6 @@ from policies.profiles import load_profiles
 from policies.registry import build_registry
 from simulator.accelerator.costs import load_costs
 from simulator.accelerator.workload import arrivals, scenarios
-
-ROOT = Path(__file__).resolve().parent.parent
 
 PROFILES = ("fcfs", "edf", "llf", "eft-greedy", "prema", "relmas")
 
@@ -95,7 +92,7 @@ def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--repeat", type=int, default=2000)
     parser.add_argument("--pending", type=int, default=64)
     args = parser.parse_args(argv)

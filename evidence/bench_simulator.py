@@ -19,7 +19,6 @@ or appending the section if needed), leaving every other section alone.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import platform
 import pstats
@@ -30,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from evidence.runner import ROOT, command_line, machine
 from simulator.cluster import load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
 from simulator.paths import clusters_dir, traces_dir
@@ -38,8 +38,6 @@ from simulator.report import fmt
 from simulator.runner import RunConfig, build_simulation
 from simulator.traces import read_trace
 from simulator.workload import make_jobs
-
-ROOT = Path(__file__).resolve().parent.parent
 
 TRACE = "helios_venus.full.csv"
 CLUSTER = "helios_venus-full.json"
@@ -132,8 +130,7 @@ def render(targets: list[Target], window: int, skip_profiles: bool) -> str:
         SECTION,
         "",
         "Regenerate with `.venv/bin/python scripts/bench_simulator.py --write docs/benchmarks.md`",
-        f"(machine: {platform.processor() or platform.machine()}, Python "
-        f"{platform.python_version()}; expect ±20 % between runs).",
+        f"(machine: {machine()}, Python {platform.python_version()}; expect ±20 % between runs).",
         "",
         f"### Targets: `{PHILLY}` on `philly.json` (640 GPUs), seed 0",
         "",
@@ -213,7 +210,7 @@ def merge_section(path: Path, section: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument(
         "--targets",
         default=",".join(t.name for t in TARGETS),

@@ -31,7 +31,6 @@ the same mixed traffic for N minutes with no faults, sampling memory every minut
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
@@ -54,10 +53,9 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from evidence.bench_memory import MIB, free_loopback_port, rss_bytes
+from evidence.runner import EXAMPLES, ROOT, add_json, command_line, write_json
 from storage.db import normalize_database_url
 from tests.servers import ThrowawayPostgres, ThrowawayRedis
-
-ROOT = Path(__file__).resolve().parent.parent
 
 ADMIN_TOKEN = "chaos-admin-token-0123456789"
 PROFILES = ("fifo", "tiresias", "drf", "oasis")
@@ -151,7 +149,7 @@ def start_worker(env: dict[str, str], workdir: Path, name: str) -> subprocess.Po
 
 
 def client_loop(url: str, index: int, tally: Tally, stop: threading.Event) -> None:
-    snapshot = json.loads((ROOT / "examples" / "small.json").read_text())
+    snapshot = json.loads((EXAMPLES / "small.json").read_text())
     snapshot["cluster_id"] = f"chaos-{index}"
     profiles = itertools.cycle(PROFILES)
     with httpx.Client(base_url=url, timeout=30) as http:
@@ -394,10 +392,10 @@ def render(report: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--clients", type=int, default=4, help="client threads (default 4)")
     parser.add_argument("--soak-min", type=float, help="mixed traffic, no faults, N minutes")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    add_json(parser)
     args = parser.parse_args(argv)
 
     def say(message: str) -> None:
@@ -406,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.clients, args.soak_min, say)
     print(render(report))
     if args.json:
-        args.json.write_text(json.dumps({**asdict(report), "lost": report.lost}, indent=2))
+        write_json(args.json, {**asdict(report), "lost": report.lost})
     bad = (
         report.lost
         or any(code.startswith("5") for code in report.statuses)

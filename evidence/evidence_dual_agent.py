@@ -16,12 +16,11 @@ import math
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from evidence.results_sections import splice
+from evidence.runner import RESULTS, ROOT, write_section
 from policies.decision import Stage
 from policies.learned.dual_agent.gp import MachineObservations, posterior
 from policies.learned.dual_agent.network import DualAgentModel
@@ -34,8 +33,6 @@ from simulator.paths import clusters_dir
 from simulator.perf import bind_cluster, load_perf_tables
 from training.dual_agent.episodes import CLUSTER, held_out_episodes, perf_options
 from training.dual_agent.evaluation import decider, score
-
-ROOT = Path(__file__).resolve().parents[1]
 
 JCT_WEIGHT = 2.0
 SEPARATE = ROOT / "training" / "dual_agent" / "ablation" / "separate.safetensors"
@@ -287,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         table, runs, gp_error(GP_SEEDS), seeds=args.seeds, windows=args.windows, gp_seeds=GP_SEEDS
     )
     if args.write:
-        splice(ROOT / "docs" / "results.md", "dual-agent", body)
+        write_section(RESULTS, "dual-agent", body)
     print(body)
     print(f"\n({time.perf_counter() - started:.0f} s on this machine)", file=sys.stderr)
     return 0

@@ -17,13 +17,9 @@ place). `philly.json` itself (60 × 8 plus 80 × 2 GPUs) is not the peers' clust
 
 from __future__ import annotations
 
-import argparse
-import platform
 import sys
-import time
-from pathlib import Path
 
-from evidence.results_sections import splice
+from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
 from policies.profiles import PolicyChoice
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
@@ -31,8 +27,6 @@ from simulator.paths import clusters_dir, traces_dir
 from simulator.runner import RunConfig, build_simulation
 from simulator.traces import read_trace
 from simulator.workload import make_jobs
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SECTION = "peers"
 TRACE = "philly.2w-2017-10-02.csv"
@@ -55,9 +49,9 @@ def run(profile: str, split: bool, max_jobs: int | None) -> dict[str, float]:
     if not split:
         whole = PolicyChoice(name="consolidated", params={"split_jobs_that_fit_one_node": False})
         chosen = chosen.model_copy(update={"placement": whole})
-    started = time.perf_counter()
+    clock = Stopwatch()
     metrics = build_simulation(jobs, peer_cluster(), config).run(EngineDecider(chosen)).metrics
-    return {**metrics, "wall_s": time.perf_counter() - started}
+    return {**metrics, "wall_s": clock.wall_s}
 
 
 def render(rows: list[tuple[str, bool, dict[str, float]]], jobs: int) -> str:
@@ -65,7 +59,7 @@ def render(rows: list[tuple[str, bool, dict[str, float]]], jobs: int) -> str:
         f"## Cross-check with published simulators (`{TRACE}`, {jobs:,} jobs, 80 × 8 GPUs)",
         "",
         "Regenerate with `make results-peers` (`scripts/evidence_peers.py`; "
-        f"{platform.processor() or platform.machine()}). Ideal model, seed 0, trace row order.",
+        f"{machine()}). Ideal model, seed 0, trace row order.",
         "",
         "| profile | a job that fits one node | mean JCT (s) | mean queueing (s) | p95 JCT (s) "
         "| mean JCT vs peer FIFO | mean queueing vs peer FIFO |",
@@ -99,9 +93,9 @@ def render(rows: list[tuple[str, bool, dict[str, float]]], jobs: int) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--max-jobs", type=int, default=None, help="Only the first N jobs.")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
+    add_out(parser)
     args = parser.parse_args()
     rows = []
     for profile in ("fifo", "sjf"):
@@ -114,7 +108,7 @@ def main() -> int:
             )
             rows.append((profile, split, metrics))
     jobs = int(rows[0][2]["jobs"])
-    splice(args.out, SECTION, render(rows, jobs))
+    write_section(args.out, SECTION, render(rows, jobs))
     return 0
 
 

@@ -17,22 +17,17 @@ docs/img/relmas_*.png. Deterministic but for the timings.
 
 from __future__ import annotations
 
-import argparse
 import platform
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from evidence.results_sections import splice
+from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
 from policies.learned.relmas.shipped import shipped_model
 from simulator.accelerator.cli import simulate
 from simulator.accelerator.report import write_plots
 from simulator.accelerator.workload import scenarios
-
-ROOT = Path(__file__).resolve().parent.parent
 
 PROFILES = ("relmas", "eft-greedy", "prema", "edf", "llf", "fcfs")
 BASELINES = PROFILES[1:]
@@ -162,27 +157,27 @@ def section(rows: list[dict[str, Any]], seeds: list[int], wall_s: float, cpu_s: 
         "![Utilisation of each sub-accelerator](img/relmas_utilization.png)",
         "",
         f"Run: {len(rows) * len(seeds)} episodes in {wall_s:.0f} s wall, {cpu_s:.0f} s CPU, on "
-        f"{platform.machine()} ({platform.python_version()}), one torch thread.",
+        f"{machine()} ({platform.python_version()}), one torch thread.",
     ]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
+    add_out(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     seeds = list(range(args.seeds))
-    started, cpu = time.perf_counter(), time.process_time()
+    clock = Stopwatch()
     rows = simulate(list(ORDER), list(PROFILES), seeds)
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    wall, cpu = clock.wall_s, clock.cpu_s
     loads = {n: s.load for n, s in scenarios().items()}
     image_dir = args.out.parent / "img"
     image_dir.mkdir(parents=True, exist_ok=True)
     for plot in write_plots(rows, loads, image_dir).values():
         plot.rename(image_dir / f"relmas_{plot.name}")
-    splice(args.out, "relmas", section(rows, seeds, wall, cpu))
+    write_section(args.out, "relmas", section(rows, seeds, wall, cpu))
     print(section(rows, seeds, wall, cpu))
     return 0
 

@@ -19,15 +19,11 @@ the authors' simulator's 3,250, the starvation guard as shipped.
 
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
 import sys
-import time
-from pathlib import Path
 
 from evidence.evidence_peers import PEER_FIFO, peer_cluster
-from evidence.results_sections import splice
+from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
 from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
@@ -36,8 +32,6 @@ from simulator.perf import PerfMode
 from simulator.runner import RunConfig, build_simulation
 from simulator.traces import read_trace
 from simulator.workload import make_jobs
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SECTION = "tiresias"
 FORTNIGHT = "philly.2w-2017-10-02.csv"
@@ -73,9 +67,9 @@ def _run(  # noqa: PLR0917 - one run's six coordinates
 ) -> dict[str, float]:
     config = RunConfig(seed=seed, perf_mode=perf_mode)
     jobs = make_jobs(read_trace(traces_dir() / trace, max_jobs), config.workload, seed=seed)
-    started = time.perf_counter()
+    clock = Stopwatch()
     metrics = build_simulation(jobs, cluster, config).run(EngineDecider(profile)).metrics
-    return {**metrics, "wall_s": time.perf_counter() - started}
+    return {**metrics, "wall_s": clock.wall_s}
 
 
 def _label(name: str, threshold: float | None) -> str:
@@ -101,7 +95,7 @@ def render(
         "## Tiresias against FIFO where jobs queue",
         "",
         f"Regenerate with `make results-tiresias` (`scripts/evidence_tiresias.py`; "
-        f"{platform.processor() or platform.machine()}). Tiresias ranks by attained GPU "
+        f"{machine()}). Tiresias ranks by attained GPU "
         "service in two queues; its threshold decides which jobs count as short. The "
         "shipped 18,000 GPU-seconds is the published simulator's; 3,250 is the authors' "
         "simulator's, tuned on its synthetic trace (policies/ordering/tiresias.py says why "
@@ -174,11 +168,11 @@ def render(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--itp-jobs", type=int, default=1000)
     parser.add_argument("--fortnight-jobs", type=int, default=None, help="Only the first N.")
     parser.add_argument("--skip-fortnight", action="store_true")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
+    add_out(parser)
     args = parser.parse_args()
 
     fortnight: list[tuple[str, dict[str, float]]] = []
@@ -214,7 +208,7 @@ def main() -> int:
         )
         itp.append((_label(name, threshold), runs))
 
-    splice(args.out, SECTION, render(fortnight, itp, args.itp_jobs))
+    write_section(args.out, SECTION, render(fortnight, itp, args.itp_jobs))
     return 0
 
 

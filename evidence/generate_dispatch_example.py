@@ -11,12 +11,11 @@ the same file; `--check` compares with the committed one instead of writing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
+from evidence.runner import EXAMPLES, ROOT, command_line
 from policies.dispatch.model import DispatchResult, DispatchSnapshot
 from policies.model import to_builtins
 from simulator.accelerator.costs import load_costs
@@ -24,9 +23,7 @@ from simulator.accelerator.dispatchers import InProcessDispatcher
 from simulator.accelerator.system import run_episode
 from simulator.accelerator.workload import arrivals, scenarios
 
-ROOT = Path(__file__).resolve().parent.parent
-
-OUT = ROOT / "examples" / "dispatch.json"
+OUT = EXAMPLES / "dispatch.json"
 
 
 class _Catch:
@@ -55,7 +52,7 @@ def example() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     text = example()

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias, TypeVar
 
+from evidence.runner import command_line
 from policies.model import Job, Snapshot, convert, snapshot_problems
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -756,7 +757,7 @@ def render_examples(seed: int) -> dict[str, str]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = command_line(__doc__)
     parser.add_argument(
         "--out", type=Path, default=Path("examples"), help="directory to write into"
     )

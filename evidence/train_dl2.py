@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evidence.runner import ROOT, command_line
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
 from simulator.perf import FAMILY_SOURCES
@@ -47,8 +48,6 @@ from training.dl2.imitation import (
     teacher_profile,
 )
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
 
@@ -78,7 +77,7 @@ class WarmUp:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; `scripts/evidence_dl2.py` reads its defaults to rebuild the warm-up."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--teacher", default="drf", help="scaling policy to imitate")

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import torch
 
+from evidence.runner import ROOT
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dual_agent.run import train_dual_agent
 from training.dual_agent.trainer import DualAgentBudget
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SHIPPED = ROOT / "policies" / "learned" / "dual_agent" / "default" / "dual_agent.safetensors"
 

@@ -10,7 +10,6 @@ every checkpoint and the time taken; deterministic for `--seed`.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -18,15 +17,14 @@ from pathlib import Path
 
 import torch
 
+from evidence.runner import ROOT, command_line
 from training.relmas.train import Args, train
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SHIPPED = ROOT / "policies" / "learned" / "relmas" / "default" / "relmas.safetensors"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, default=SHIPPED)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run (seconds)")

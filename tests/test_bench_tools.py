@@ -12,9 +12,10 @@ import os
 import pytest
 
 from evidence.bench import histogram_quantile
-from evidence.bench_engine import Cell, format_row, percentile, target_status
+from evidence.bench_engine import Cell, format_row, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
 from evidence.bench_memory import rss_bytes, sample_points
+from evidence.runner import percentile
 from policies.model import decode_snapshot
 
 

@@ -1,0 +1,130 @@
+"""What every evidence and benchmark command shares: where things are, the common
+options, progress, timing, and writing a figure down with where it was taken.
+
+Each command keeps its own measurement and its own table; only the plumbing that they
+all repeated lives here. Importing this module imports nothing of the project, so
+`bench_engine --checkout` can still load another checkout's core afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evidence.results_sections import splice
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: the commands read `examples/` and write `docs/` and the shipped models."""
+EXAMPLES = ROOT / "examples"
+RESULTS = ROOT / "docs" / "results.md"
+
+
+def command_line(doc: str | None) -> argparse.ArgumentParser:
+    """A parser whose description is the first line of the command's module docstring."""
+    return argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+
+
+def add_out(parser: argparse.ArgumentParser, default: Path = RESULTS) -> None:
+    """`--out FILE`: the Markdown file whose section the command writes."""
+    parser.add_argument("--out", type=Path, default=default)
+
+
+def add_json(parser: argparse.ArgumentParser, help: str = "also write the figures here") -> None:
+    """`--json FILE`: the raw figures as JSON, beside the printed table."""
+    parser.add_argument("--json", type=Path, default=None, help=help)
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def progress(quiet: bool = False) -> Callable[[str], None]:
+    """Print progress on stderr (flushed, so it interleaves with a child's output)."""
+
+    def say(message: str) -> None:
+        if not quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    return say
+
+
+@dataclass
+class Stopwatch:
+    """Wall and CPU time since it was made (CPU: this process's, every thread)."""
+
+    wall_started: float = field(default_factory=time.perf_counter)
+    cpu_started: float = field(default_factory=time.process_time)
+
+    @property
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.wall_started
+
+    @property
+    def cpu_s(self) -> float:
+        return time.process_time() - self.cpu_started
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0–1) of sorted values, linear between the closest ranks (latency tables)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    position = q * (len(sorted_values) - 1)
+    below = int(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    fraction = position - below
+    return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
+
+
+def machine() -> str:
+    """The processor architecture the figures were taken on, as the tables name it."""
+    return platform.machine()
+
+
+def commit() -> str | None:
+    """The checkout's commit (short hash, `+` when files differ from it), None outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+" if dirty else "")
+
+
+def provenance() -> dict[str, str | None]:
+    """Where a figure was taken: Python, machine and commit, for JSON records."""
+    return {"python": platform.python_version(), "machine": machine(), "commit": commit()}
+
+
+def write_json(path: Path, figures: dict[str, object]) -> None:
+    """Write `figures` after the provenance, say so on stderr."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**provenance(), **figures}, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def write_section(path: Path, name: str, body: str, wall_s: float | None = None) -> None:
+    """Put `body` into `path` as section `name` (results_sections), say so on stderr."""
+    splice(path, name, body)
+    took = "" if wall_s is None else f" in {wall_s / 60:.1f} min"
+    print(f"wrote section {name!r} of {path}{took}", file=sys.stderr)
