@@ -5,10 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-oasis results-aryl results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,16 @@ results-relmas: $(STAMP) ## RELMAS vs the dispatch baselines, 3 seeds per scenar
 
 bench-relmas: $(STAMP) ## Dispatch decision time for 64 pending requests on one core, every dispatch profile
 	$(BIN)/python -m evidence.bench_relmas
+
+bench-aryl: $(STAMP) ## Aryl's reclaim and scaling decision time on the large example
+	$(BIN)/python -m evidence.bench_aryl
+
+bench-oasis: $(STAMP) ## OASiS decision time over three rounds of the large example (state carried over)
+	$(BIN)/python -m evidence.bench_oasis
+
+examples: $(STAMP) ## Regenerate the example snapshots under examples/ (a test checks they are current)
+	$(BIN)/python -m evidence.generate_examples --out examples
+	$(BIN)/python -m evidence.generate_dispatch_example
 
 dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO + GP fit, about 5 min; UPDATES=200 for longer)
 	$(BIN)/python -m evidence.train_dual_agent $(if $(UPDATES),--updates $(UPDATES))

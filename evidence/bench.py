@@ -13,7 +13,7 @@ shares the machine with the server when both run on one host, which the figures
 include. Only loopback URLs are accepted: this is a local measurement tool, not a load
 generator for shared services.
 
-Usage: `python scripts/bench.py --url http://127.0.0.1:8000 --profiles fifo,tiresias`
+Usage: `python -m evidence.bench --url http://127.0.0.1:8000 --profiles fifo,tiresias`
 (see `scripts/serve_and_bench.sh` to start a service on embedded defaults first).
 """
 

@@ -13,7 +13,7 @@ warm-up run.
   alone (the queue dropped, so that GPUs are free for extra workers), with `solve_mckp`
   timed alone on the knapsack of the latter.
 
-Usage: `python scripts/bench_aryl.py [--snapshot examples/large.json] [--repeat 20]`
+Usage: `python -m evidence.bench_aryl [--snapshot examples/large.json] [--repeat 20]`
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Benchmark the engine in process: decision time per profile, without HTTP.
 
-    .venv/bin/python scripts/bench_engine.py                          # every profile, both examples
-    .venv/bin/python scripts/bench_engine.py --profiles fifo,oasis --iterations 50 --repeat 5
-    .venv/bin/python scripts/bench_engine.py --json out/engine.json
+    .venv/bin/python -m evidence.bench_engine                        # every profile, both examples
+    .venv/bin/python -m evidence.bench_engine --profiles fifo,oasis --iterations 50 --repeat 5
+    .venv/bin/python -m evidence.bench_engine --json out/engine.json
+    .venv/bin/python -m evidence.bench_engine --checkout ../old   # an older commit's core
 
 For each profile and each snapshot (default `examples/small.json` and
 `examples/large.json`) the snapshot is decoded once (`decode_snapshot`), the profile's

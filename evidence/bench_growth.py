@@ -1,10 +1,10 @@
 """How decision time grows with the cluster: 16 to 4,096 nodes × 8 GPUs, 50 to 20,000 jobs.
 
-    .venv/bin/python scripts/bench_growth.py                      # default sizes and profiles
-    .venv/bin/python scripts/bench_growth.py --sizes 16:50,64:312 --profiles fifo,oasis
-    .venv/bin/python scripts/bench_growth.py --profile-stages     # + where the time goes
+    .venv/bin/python -m evidence.bench_growth                      # default sizes and profiles
+    .venv/bin/python -m evidence.bench_growth --sizes 16:50,64:312 --profiles fifo,oasis
+    .venv/bin/python -m evidence.bench_growth --profile-stages     # + where the time goes
 
-Snapshots come from the examples' generator (`scripts/generate_examples.py`) with a
+Snapshots come from the examples' generator (`evidence/generate_examples.py`) with a
 layout scaled from `examples/large.json`'s: racks of 16 eight-GPU nodes, about 5/8 of
 them V100 and the rest P100, one node in 32 an inference server (a quarter of those
 lent to training), one unhealthy node per 512, the large example's eight tenants with

@@ -1,8 +1,8 @@
 """Health while decisions run: `GET /healthz` latency while slow decisions are posted.
 
-    .venv/bin/python scripts/bench_health.py                  # or: make bench-health
-    .venv/bin/python scripts/bench_health.py --duration-s 30 --decision-threads 1
-    .venv/bin/python scripts/bench_health.py --url http://127.0.0.1:8000   # a running service
+    .venv/bin/python -m evidence.bench_health                  # or: make bench-health
+    .venv/bin/python -m evidence.bench_health --duration-s 30 --decision-threads 1
+    .venv/bin/python -m evidence.bench_health --url http://127.0.0.1:8000   # a running service
 
 Starts Arbiter as `scripts/serve_and_bench.sh` does (`python -m app.cli serve`, one
 uvicorn worker, on a free loopback port with the embedded defaults: a throwaway SQLite

@@ -1,8 +1,8 @@
 """Memory benchmarks: the service under a long run of decisions, and one simulation's peak.
 
-    .venv/bin/python scripts/bench_memory.py                          # both, full size (long)
-    .venv/bin/python scripts/bench_memory.py service --requests 200   # a quick look
-    .venv/bin/python scripts/bench_memory.py simulator --max-jobs 500
+    .venv/bin/python -m evidence.bench_memory                          # both, full size (long)
+    .venv/bin/python -m evidence.bench_memory service --requests 200   # a quick look
+    .venv/bin/python -m evidence.bench_memory simulator --max-jobs 500
 
 `service`: starts `arbiter serve` (one worker, `python -m app.cli` from this checkout)
 on embedded defaults, as `scripts/serve_and_bench.sh` does: a throwaway SQLite file and

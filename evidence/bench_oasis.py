@@ -7,7 +7,7 @@ minute and decides again with the kept state (nothing new to judge). Round 3 add
 one arrival. `fifo-backfill` on the round-3 snapshot is timed for scale. Each time
 is the median of `--repeat` runs of `Pipeline.run`, wall clock and CPU time.
 
-Usage: `.venv/bin/python scripts/bench_oasis.py [--snapshot examples/large.json]`
+Usage: `.venv/bin/python -m evidence.bench_oasis [--snapshot examples/large.json]`
 (figures in docs/oasis.md).
 """
 

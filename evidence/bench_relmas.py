@@ -1,6 +1,6 @@
 """Decision time of every dispatch policy for 64 pending requests, on one core.
 
-    .venv/bin/python scripts/bench_relmas.py [--repeat 2000]
+    .venv/bin/python -m evidence.bench_relmas [--repeat 2000]
 
 The snapshot: the `heavy-mixed` system (two weight-stationary, one output-stationary,
 one row-stationary sub-accelerator), 64 pending requests of the scenario's tenants

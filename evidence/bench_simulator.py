@@ -1,7 +1,7 @@
 """Benchmark the simulator: the speed targets, every profile's speed, where the time goes.
 
-    .venv/bin/python scripts/bench_simulator.py                 # print Markdown
-    .venv/bin/python scripts/bench_simulator.py --write docs/benchmarks.md
+    .venv/bin/python -m evidence.bench_simulator                 # print Markdown
+    .venv/bin/python -m evidence.bench_simulator --write docs/benchmarks.md
 
 1. Targets, on Philly's busiest fortnight (`philly.2w-2017-10-02.csv`, 24,137 jobs)
    on its cluster (`philly.json`, 640 GPUs), seed 0: its first 10,000 jobs under
@@ -129,7 +129,7 @@ def render(targets: list[Target], window: int, skip_profiles: bool) -> str:
     lines = [
         SECTION,
         "",
-        "Regenerate with `.venv/bin/python scripts/bench_simulator.py --write docs/benchmarks.md`",
+        "Regenerate with `.venv/bin/python -m evidence.bench_simulator --write docs/benchmarks.md`",
         f"(machine: {machine()}, Python {platform.python_version()}; expect ±20 % between runs).",
         "",
         f"### Targets: `{PHILLY}` on `philly.json` (640 GPUs), seed 0",

@@ -1,8 +1,8 @@
 """Faults under load: what a database outage, a cache kill and a killed retrain worker lose.
 
-    .venv/bin/python scripts/chaos.py                    # faults under load (about 4 minutes)
-    .venv/bin/python scripts/chaos.py --soak-min 30      # mixed traffic, no faults, 30 minutes
-    .venv/bin/python scripts/chaos.py --json out.json    # the figures as JSON too
+    .venv/bin/python -m evidence.chaos                    # faults under load (about 4 minutes)
+    .venv/bin/python -m evidence.chaos --soak-min 30      # mixed traffic, no faults, 30 minutes
+    .venv/bin/python -m evidence.chaos --json out.json    # the figures as JSON too
 
 Starts a throwaway PostgreSQL and a throwaway Redis (the servers the outage tests use,
 `tests/servers.py`), then `arbiter serve` (one worker, this checkout) on them with an

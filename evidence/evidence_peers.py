@@ -1,7 +1,7 @@
 """Cross-check with published simulators: the Philly fortnight under FIFO and SJF, ideal model.
 
-    .venv/bin/python scripts/evidence_peers.py                 # section `peers` of docs/results.md
-    .venv/bin/python scripts/evidence_peers.py --max-jobs 3000 --out /tmp/results.md
+    .venv/bin/python -m evidence.evidence_peers                 # section `peers` of docs/results.md
+    .venv/bin/python -m evidence.evidence_peers --max-jobs 3000 --out /tmp/results.md
 
 Published simulators replay Philly's busiest fortnight (`philly.2w-2017-10-02.csv`,
 24,137 jobs) on 640 GPUs as 80 nodes × 8, in the trace's row order, each job running
@@ -58,7 +58,7 @@ def render(rows: list[tuple[str, bool, dict[str, float]]], jobs: int) -> str:
     lines = [
         f"## Cross-check with published simulators (`{TRACE}`, {jobs:,} jobs, 80 × 8 GPUs)",
         "",
-        "Regenerate with `make results-peers` (`scripts/evidence_peers.py`; "
+        "Regenerate with `make results-peers` (`evidence/evidence_peers.py`; "
         f"{machine()}). Ideal model, seed 0, trace row order.",
         "",
         "| profile | a job that fits one node | mean JCT (s) | mean queueing (s) | p95 JCT (s) "

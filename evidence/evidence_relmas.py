@@ -1,7 +1,7 @@
 """Evidence for RELMAS: SLA satisfaction against every baseline, beside the paper.
 
-    .venv/bin/python scripts/evidence_relmas.py            # section `relmas` of docs/results.md
-    .venv/bin/python scripts/evidence_relmas.py --seeds 1 --out /tmp/results.md
+    .venv/bin/python -m evidence.evidence_relmas            # section `relmas` of docs/results.md
+    .venv/bin/python -m evidence.evidence_relmas --seeds 1 --out /tmp/results.md
 
 Blanco et al., RELMAS (DAC 2024), report up to +173 % SLA satisfaction rate against
 state-of-the-art schedulers with < 1.5 % energy overhead. This script runs every named
@@ -52,7 +52,7 @@ def section(rows: list[dict[str, Any]], seeds: list[int], wall_s: float, cpu_s: 
     lines = [
         "## RELMAS: SLA satisfaction of inference dispatch against five baselines",
         "",
-        "`make results-relmas` (scripts/evidence_relmas.py). Every named scenario of the "
+        "`make results-relmas` (evidence/evidence_relmas.py). Every named scenario of the "
         "accelerator simulator (docs/relmas.md: two weight-stationary, one output-stationary "
         "and one row-stationary sub-accelerator sharing 256 GB/s of DRAM; MAESTRO per-layer "
         "costs; arrivals shaped on the GenAI gateway's QPS; deadlines 4x, 8x and 16x the "

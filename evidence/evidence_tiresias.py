@@ -1,7 +1,7 @@
 """Tiresias against FIFO where jobs queue, at the threshold it ships with and the authors' one.
 
-    .venv/bin/python scripts/evidence_tiresias.py       # section `tiresias` of docs/results.md
-    .venv/bin/python scripts/evidence_tiresias.py --itp-jobs 300 --skip-fortnight --out /tmp/r.md
+    .venv/bin/python -m evidence.evidence_tiresias       # section `tiresias` of docs/results.md
+    .venv/bin/python -m evidence.evidence_tiresias --itp-jobs 300 --skip-fortnight --out /tmp/r.md
 
 Two settings, each where a queue forms:
 
@@ -94,7 +94,7 @@ def render(
     lines = [
         "## Tiresias against FIFO where jobs queue",
         "",
-        f"Regenerate with `make results-tiresias` (`scripts/evidence_tiresias.py`; "
+        f"Regenerate with `make results-tiresias` (`evidence/evidence_tiresias.py`; "
         f"{machine()}). Tiresias ranks by attained GPU "
         "service in two queues; its threshold decides which jobs count as short. The "
         "shipped 18,000 GPU-seconds is the published simulator's; 3,250 is the authors' "

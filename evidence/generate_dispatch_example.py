@@ -6,7 +6,7 @@ four sub-accelerators of three dataflow styles, requests of three tenants over s
 DNNs, per-layer costs from `shared/perf/maestro_layer_costs.csv`. The same code gives
 the same file; `--check` compares with the committed one instead of writing.
 
-    .venv/bin/python scripts/generate_dispatch_example.py [--check]
+    .venv/bin/python -m evidence.generate_dispatch_example [--check]
 """
 
 from __future__ import annotations

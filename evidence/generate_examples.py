@@ -27,7 +27,7 @@ standard library and `policies`):
 10-node cluster (30 jobs, most multi-GPU ones elastic), after a loan that put elastic
 jobs' extra workers on the first lent servers and rigid jobs on the last.
 
-Usage: `python scripts/generate_examples.py --out examples` (add `--check` to compare
+Usage: `python -m evidence.generate_examples --out examples` (add `--check` to compare
 with the files already there instead of writing them).
 """
 

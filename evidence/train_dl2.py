@@ -1,7 +1,7 @@
 """Train the DL2 model shipped with Arbiter: imitate DRF, fine-tune with PPO, judge, write.
 
-    .venv/bin/python scripts/train_dl2.py                 # writes the shipped model
-    .venv/bin/python scripts/train_dl2.py --quick --out /tmp/dl2.safetensors   # smoke run
+    .venv/bin/python -m evidence.train_dl2                 # writes the shipped model
+    .venv/bin/python -m evidence.train_dl2 --quick --out /tmp/dl2.safetensors   # smoke run
 
 Steps (docs/dl2.md; Peng et al., 2019, §4.2–4.3):
 1. Simulated decision log: the `dl2` profile with DRF scaling runs the training
@@ -76,7 +76,7 @@ class WarmUp:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line; `scripts/evidence_dl2.py` reads its defaults to rebuild the warm-up."""
+    """The command line; `evidence/evidence_dl2.py` reads its defaults to rebuild the warm-up."""
     parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)

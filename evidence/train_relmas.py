@@ -1,7 +1,7 @@
 """Train the RELMAS model shipped with Arbiter in the accelerator simulator, and write it.
 
-    .venv/bin/python scripts/train_relmas.py                  # writes the shipped model
-    .venv/bin/python scripts/train_relmas.py --quick --out /tmp/relmas.safetensors
+    .venv/bin/python -m evidence.train_relmas                  # writes the shipped model
+    .venv/bin/python -m evidence.train_relmas --quick --out /tmp/relmas.safetensors
 
 Imitation of the teacher, then REINFORCE, then the best checkpoint on validation seeds
 (training.relmas.train; docs/relmas.md, "Training"). Prints the validation score of

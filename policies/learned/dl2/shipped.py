@@ -1,7 +1,7 @@
 """The DL2 model shipped with Arbiter, so the `dl2` profile works before any retraining.
 
 The file is package data next to this module (`default/dl2.safetensors`, written
-by `scripts/train_dl2.py`). Reading it is the one file access in `policies`: a
+by `evidence/train_dl2.py`). Reading it is the one file access in `policies`: a
 package's own data, read once per process and shared by every policy instance
 (inference never changes a model, so sharing is safe).
 """

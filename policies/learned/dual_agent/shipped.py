@@ -1,6 +1,6 @@
 """The dual-agent model shipped with Arbiter, so the `dual-agent` profile works before any
 retraining: package data next to this module (`default/dual_agent.safetensors`, written by
-`scripts/train_dual_agent.py`), read once per process and shared (inference never changes
+`evidence/train_dual_agent.py`), read once per process and shared (inference never changes
 a model)."""
 
 from __future__ import annotations
