@@ -60,8 +60,9 @@ assumed to keep them for their estimated remaining time.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -583,6 +584,13 @@ class Market:
         # price of a second of its work (prices' floors are fixed for the decision).
         self.models: dict[tuple[object, ...], JobModel] = {}
         self.least_rates: dict[tuple[object, ...], np.float64] = {}
+        # The ranked form of the search (:meth:`ranked`): per (resource, slot), the
+        # servers in order of that resource's price, built when a job first asks and
+        # kept in step by `commit`; and per job shape, its `_Ladder` (or None).
+        self._ranks: dict[tuple[int, float, int], _SlotRank] = {}
+        self._ranked_by: dict[tuple[int, float], list[_SlotRank]] = {}
+        self._ladders: dict[tuple[object, ...], _Ladder | None] = {}
+        self._small_lists: dict[float, list[bool] | None] = {}
 
     @classmethod
     def build(
@@ -665,10 +673,24 @@ class Market:
         now_used = self.used[slots, servers] + schedule.held
         self.used[slots, servers] = now_used
         capacity = self.capacity[servers]
-        self.prices[slots, servers] = price(now_used, capacity, self.floor, self.ceiling)
-        self.free[slots, servers] = np.maximum(capacity - now_used, 0.0)
+        now_priced = price(now_used, capacity, self.floor, self.ceiling)
+        self.prices[slots, servers] = now_priced
+        now_free = np.maximum(capacity - now_used, 0.0)
+        self.free[slots, servers] = now_free
         self._commits += 1
         self._touched[slots] = self._commits
+        if self._ranks:
+            # Keep the ranked slots in step with the cells that changed: their new
+            # price and free amount, as the arrays now hold them.
+            cells = list(zip(slots.tolist(), servers.tolist(), strict=True))
+            ranks = self._ranks
+            for k, demand in self._ranked_by:
+                new_prices = now_priced[:, k].tolist()
+                new_free = now_free[:, k].tolist()
+                for (t, h), p, f in zip(cells, new_prices, new_free, strict=True):
+                    rank = ranks.get((k, demand, t))
+                    if rank is not None:
+                        rank.update(h, p, f)
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -846,6 +868,81 @@ class Market:
             self._too_small[gpu_memory_gb] = mask if mask.any() else None
         return self._too_small[gpu_memory_gb]
 
+    # -- the ranked form -------------------------------------------------------------------------
+    def ladder(self, model: JobModel) -> _Ladder | None:
+        """How :meth:`ranked` lays out the job's workers, or None where only
+        :meth:`layouts` can.
+
+        The ranked form covers a worker that needs one resource k, in an amount d that
+        is a power of two, and no parameter servers to place (most jobs). Then a worker
+        costs p·d on a server of price p, and multiplying by a power of two is exact, so
+        ordering servers by (p, index) orders them by (p·d, index) with no new ties:
+        the order in which :meth:`layouts` fills them.
+        """
+        key: tuple[object, ...] = (
+            model.shape
+            or (
+                model.counts.tobytes(),
+                model.ps.tobytes(),
+                model.worker_demand.tobytes(),
+                model.ps_demand.tobytes(),
+            ),
+            model.job.gpu_memory_gb,
+        )
+        if key in self._ladders:
+            return self._ladders[key]
+        ladder: _Ladder | None = None
+        dw, dps = model.worker_demand, model.ps_demand
+        needs = np.flatnonzero(dw > 0)
+        locate_ps = int(model.ps.max()) > 0 and bool((dps > 0).any())
+        most = int(model.counts[-1])
+        if len(needs) == 1 and not locate_ps and most >= 1:
+            k = int(needs[0])
+            demand = float(dw[k])
+            if math.frexp(demand)[0] == 0.5:
+                ladder = _Ladder(
+                    k=k,
+                    demand=demand,
+                    most=most,
+                    width=min(most, self.size),
+                    counts=[int(c) for c in model.counts],
+                    small=self._small_list(model.job.gpu_memory_gb),
+                )
+        self._ladders[key] = ladder
+        return ladder
+
+    def ranked(self, ladder: _Ladder, t: int) -> list[tuple[int, int, float]]:
+        """The servers :meth:`layouts` fills in slot `t` for the ladder's job, in the
+        order it fills them: (server, workers that fit there, cost of one worker),
+        until they hold its most workers (or every server that fits one is listed)."""
+        k, demand = ladder.k, ladder.demand
+        rank = self._ranks.get((k, demand, t))
+        if rank is None:
+            rank = self._ranks[(k, demand, t)] = _SlotRank(
+                demand, self.prices[t, :, k], self.free[t, :, k]
+            )
+            self._ranked_by.setdefault((k, demand), []).append(rank)
+        free, most, small = rank.free, ladder.most, ladder.small
+        out: list[tuple[int, int, float]] = []
+        need = most
+        for p, h in rank.order:
+            if small is not None and small[h]:
+                continue
+            # The fit as `_worker_costs` computes it: ⌊free/d + ε⌋ (at least 1 on the
+            # ranked servers), at most `most`.
+            fit = min(math.floor(free[h] / demand + _EPS), most)
+            out.append((h, fit, p * demand))
+            need -= fit
+            if need <= 0:
+                break
+        return out
+
+    def _small_list(self, gpu_memory_gb: float) -> list[bool] | None:
+        if gpu_memory_gb not in self._small_lists:
+            mask = self._too_small_for(gpu_memory_gb)
+            self._small_lists[gpu_memory_gb] = None if mask is None else mask.tolist()
+        return self._small_lists[gpu_memory_gb]
+
     def binding_resource(self, model: JobModel) -> str:
         """The resource that leaves room for the fewest of the job's workers over the horizon."""
         free = np.maximum(self.capacity[None] - self.used, 0.0)
@@ -858,6 +955,112 @@ class Market:
                 continue
             room.append(float(np.floor(free[:, usable, k] / demand + _EPS).sum()))
         return RESOURCES[int(np.argmin(room))]
+
+
+@dataclass(frozen=True)
+class _Ladder:
+    """What the ranked form needs of a job shape (:meth:`Market.ladder`)."""
+
+    k: int  # the one resource a worker needs
+    demand: float  # how much of it, a power of two
+    most: int  # most workers
+    width: int  # candidate servers the general form keeps: min(most, servers)
+    counts: list[int]
+    small: list[bool] | None  # servers whose GPUs have too little memory
+
+
+class _SlotRank:
+    """The servers of one slot with room for a worker that needs `demand` of one
+    resource, in order of that resource's price, lowest index first among equal
+    prices; with the price and free amount of every server (plain floats, read from
+    the market's arrays, so each comparison and product is the one NumPy makes).
+    Servers without room are left out: a full slot would otherwise be walked through
+    to the end by every job that cannot fit in it."""
+
+    def __init__(self, demand: float, prices: FloatArray, free: FloatArray) -> None:
+        self.demand = demand
+        self.prices: list[float] = prices.tolist()
+        self.free: list[float] = free.tolist()
+        room = np.flatnonzero(free / demand + _EPS >= 1.0)
+        ranked = room[np.argsort(prices[room], kind="stable")]
+        self.order = list(zip(prices[ranked].tolist(), ranked.tolist(), strict=True))
+
+    def fits(self, free: float) -> bool:
+        # ⌊free/d + ε⌋ ≥ 1, as `_worker_costs` counts it.
+        return free / self.demand + _EPS >= 1.0
+
+    def update(self, server: int, price: float, free: float) -> None:
+        old_price, old_free = self.prices[server], self.free[server]
+        was, now = self.fits(old_free), self.fits(free)
+        if was and (not now or old_price != price):
+            del self.order[bisect.bisect_left(self.order, (old_price, server))]
+        if now and (not was or old_price != price):
+            bisect.insort(self.order, (price, server))
+        self.prices[server] = price
+        self.free[server] = free
+
+
+def _ranked_costs(
+    candidates: Sequence[tuple[int, int, float]], counts: Sequence[int], width: int
+) -> list[float]:
+    """Full-slot cost of each count laid out on `candidates` (:meth:`Market.ranked`),
+    inf where they cannot hold it: the workers fill the candidates in order, and each
+    count's cost is summed as :meth:`Market.layouts` sums its `width` terms."""
+    room = sum(fit for _, fit, _ in candidates)
+    out = []
+    for count in counts:
+        if count > room:
+            out.append(math.inf)
+            continue
+        terms = []
+        before = 0
+        for _, fit, cost in candidates:
+            left = count - before
+            if left <= 0:
+                break
+            terms.append(min(left, fit) * cost)
+            before += fit
+        out.append(_numpy_sum(terms, width))
+    return out
+
+
+def _numpy_sum(terms: Sequence[float], width: int) -> float:
+    """The sum NumPy's `add.reduce` gives over `width` values, `terms` then zeros.
+
+    NumPy adds fewer than 8 values one after another from 0; from 8 on it keeps 8
+    running sums, combines them pairwise and adds the rest (and splits blocks above
+    128 in halves), which rounds differently. The zeros change nothing where the
+    sum is sequential, but they move the terms' places in the pairwise form.
+    """
+    if width < 8:
+        total = 0.0
+        for term in terms:
+            total += term
+        return total
+    return _pairwise([*terms, *[0.0] * (width - len(terms))])
+
+
+def _pairwise(values: Sequence[float]) -> float:
+    n = len(values)
+    if n < 8:
+        total = 0.0
+        for value in values:
+            total += value
+        return total
+    if n <= 128:
+        r = list(values[:8])
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += values[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for value in values[i:]:
+            total += value
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(values[:half]) + _pairwise(values[half:])
 
 
 class _Use:
@@ -1201,34 +1404,30 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     programme = _Programme(total, (first_units, full_units)) if not single else None
     one = _OneCount(total) if single else None
     first_whole = int(first_units[0]), int(full_units[0])
+    ladder = market.ladder(model)
     tables: list[tuple[int, SlotCosts]] = []
+    walks: dict[int, list[tuple[int, int, float]]] = {}
+    rows: Iterator[tuple[int, list[float] | FloatArray]]
+    if ladder is not None:
+        rows = _ranked_rows(market, ladder, first_units, full_units, walks)
+    else:
+        rows = _table_rows(market, model, first_units, full_units, tables)
     best_payoff, best_t = -math.inf, -1
     stopped_by_value = False
-    for start, stop in _blocks(market.horizon):
-        table = market.slot_costs(model, start, stop)
-        tables.append((start, table))
-        # A slot's cost of each count: inf where that count does no whole unit of work;
-        # the current slot is paid pro rata.
-        costs = np.where(full_units > 0, table.cost, np.inf)
-        if start == 0:
-            costs[0] = np.where(first_units > 0, table.cost[0] * market.first_fraction, np.inf)
-        column = costs[:, 0].tolist() if single else []
-        for t in range(start, stop):
-            if one is not None:
-                finished = one.step(first_whole[t > 0], column[t - start])
-            else:
-                assert programme is not None
-                units = first_units if t == 0 else full_units
-                finished = programme.step(0 if t == 0 else 1, units, costs[t - start])
-            value = model.utility.value_at(market.slot_end(t) - submit)
-            if math.isfinite(finished) and value - finished > best_payoff:
-                best_payoff, best_t = value - finished, t
-            if value - floor_cost <= max(best_payoff, 0.0):
-                # Utility never grows and no schedule costs less than the floor prices:
-                # no later finish can pay more, nor pay at all.
-                stopped_by_value = True
-                break
-        if stopped_by_value:
+    for t, row in rows:
+        if one is not None:
+            finished = one.step(first_whole[t > 0], row[0])
+        else:
+            assert programme is not None
+            units = first_units if t == 0 else full_units
+            finished = programme.step(0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64))
+        value = model.utility.value_at(market.slot_end(t) - submit)
+        if math.isfinite(finished) and value - finished > best_payoff:
+            best_payoff, best_t = value - finished, t
+        if value - floor_cost <= max(best_payoff, 0.0):
+            # Utility never grows and no schedule costs less than the floor prices:
+            # no later finish can pay more, nor pay at all.
+            stopped_by_value = True
             break
 
     if best_t < 0:
@@ -1246,7 +1445,9 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         assert programme is not None
         runs = programme.backtrack(best_t)
     ordered = sorted(runs.items())
-    if tables[0][1].nodes is None:
+    if ladder is not None:
+        slots, cells = _ranked_runs(model, ladder, ordered, walks)
+    elif tables[0][1].nodes is None:
         slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
     else:
         slots, cells = _runs(model, ordered, tables)
@@ -1264,6 +1465,88 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             held=held,
         )
     )
+
+
+def _table_rows(
+    market: Market,
+    model: JobModel,
+    first_units: IntArray,
+    full_units: IntArray,
+    tables: list[tuple[int, SlotCosts]],
+) -> Iterator[tuple[int, list[float] | FloatArray]]:
+    """Each slot's cost of each count from :meth:`Market.slot_costs`, a block at a time
+    (`tables` collects the blocks): inf where that count does no whole unit of work; the
+    current slot is paid pro rata."""
+    single = len(model.counts) == 1
+    for start, stop in _blocks(market.horizon):
+        table = market.slot_costs(model, start, stop)
+        tables.append((start, table))
+        costs = np.where(full_units > 0, table.cost, np.inf)
+        if start == 0:
+            costs[0] = np.where(first_units > 0, table.cost[0] * market.first_fraction, np.inf)
+        if single:
+            # Plain floats for the one-count programme.
+            for t, cost in enumerate(costs[:, 0].tolist(), start):
+                yield t, [cost]
+        else:
+            for t in range(start, stop):
+                yield t, costs[t - start]
+
+
+def _ranked_rows(
+    market: Market,
+    ladder: _Ladder,
+    first_units: IntArray,
+    full_units: IntArray,
+    walks: dict[int, list[tuple[int, int, float]]],
+) -> Iterator[tuple[int, list[float] | FloatArray]]:
+    """:func:`_table_rows` by the ranked form, one slot at a time (`walks` collects each
+    slot's candidates): the same costs, computed only for the slots the search reaches."""
+    whole = [u > 0 for u in full_units.tolist()]
+    first = [u > 0 for u in first_units.tolist()]
+    fraction = market.first_fraction
+    for t in range(market.horizon):
+        walk = walks[t] = market.ranked(ladder, t)
+        costs = _ranked_costs(walk, ladder.counts, ladder.width)
+        if t == 0:
+            yield t, [c * fraction if ok else math.inf for c, ok in zip(costs, first, strict=True)]
+        else:
+            yield t, [c if ok else math.inf for c, ok in zip(costs, whole, strict=True)]
+
+
+def _ranked_runs(
+    model: JobModel,
+    ladder: _Ladder,
+    ordered: Sequence[tuple[int, int]],
+    walks: Mapping[int, list[tuple[int, int, float]]],
+) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
+    """:func:`_runs` for a schedule found by the ranked form: each slot's workers fill
+    that slot's candidates in order, as in the table."""
+    slots = []
+    t_cells: list[int] = []
+    on: list[int] = []
+    held: list[int] = []
+    for t, option in ordered:
+        count = ladder.counts[option]
+        layout = []
+        before = 0
+        for server, fit, _ in walks[t]:
+            workers = min(count - before, fit)
+            if workers <= 0:
+                break
+            layout.append((server, workers, 0))
+            t_cells.append(t)
+            on.append(server)
+            held.append(workers)
+            before += fit
+        slots.append(SlotRun(t=t, workers=count, ps=int(model.ps[option]), layout=tuple(layout)))
+    cells = (
+        np.array(t_cells, dtype=np.int64),
+        np.array(on, dtype=np.int64),
+        np.array(held, dtype=np.int64),
+        np.zeros(len(on), dtype=np.int64),
+    )
+    return slots, cells
 
 
 def _one_worker_runs(

@@ -1,31 +1,38 @@
 """OASiS's schedule search: its faster forms give exactly what the plain forms give.
 
 The search (Bao, Peng, Wu, Li, INFOCOM 2018, §IV) reuses a job shape's slot-cost
-table within a decision and runs a job that accepts one worker count through a
-programme on its reachable states only. Both must be exact: the same numbers, the
-same layouts, the same choice among equal costs.
+table within a decision, runs a job that accepts one worker count through a
+programme on its reachable states only, and lays out a worker that needs one
+resource from servers kept ranked by price. All must be exact: the same numbers,
+the same layouts, the same choice among equal costs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import random
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.common.oasis import (
+    JobModel,
     Market,
     OasisParams,
     OasisState,
     _cheapest,
+    _Ladder,
+    _numpy_sum,
     _OneCount,
     _Programme,
+    _ranked_costs,
     job_utility,
     model_job,
     search_schedule,
 )
+from policies.model import Job, Node
 from tests.policies.builders import job, node, running, snap
 
 SLOT = 600.0
@@ -177,3 +184,98 @@ def test_cheapest_servers_break_ties_by_lowest_index(
     for row, chosen in zip(cost, picked, strict=True):
         expected = np.sort(np.argsort(row, kind="stable")[:count])
         assert list(np.sort(chosen)) == list(expected)
+
+
+class _TablesOnly(Market):
+    """The market searched by slot-cost tables alone (no ranked form)."""
+
+    def ladder(self, model: JobModel) -> _Ladder | None:
+        return None
+
+
+def _random_round(seed: int) -> tuple[OasisParams, list[Node], list[Job]]:
+    rng = random.Random(seed)
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=rng.choice([2, 4, 8, 8]),
+            cpus=64,
+            memory_gb=256,
+            gpu_memory_gb=rng.choice([16.0, 16.0, 40.0]),
+        )
+        for i in range(rng.randint(3, 12))
+    ]
+    busy = [
+        running(
+            f"r{i}", {n.id: (0,)}, submit_time=0.0, estimated_duration_s=SLOT * rng.randint(1, 6)
+        )
+        for i, n in enumerate(nodes)
+        if rng.random() < 0.4
+    ]
+    jobs = []
+    for i in range(40):
+        workers = rng.choice([1, 1, 2, 3, 4, 8, 9])
+        jobs.append(
+            job(
+                f"j{i}",
+                admitted=False,
+                submit_time=float(i),
+                workers=workers,
+                max_workers=workers + rng.choice([0, 0, 1, 4, 12]),
+                gpus_per_worker=rng.choice([1, 1, 2, 4, 8]),
+                gpu_memory_gb=rng.choice([0.0, 0.0, 24.0]),
+                estimated_duration_s=SLOT * rng.uniform(0.3, 5.0),
+            )
+        )
+    params = OasisParams(slot_s=SLOT, horizon_slots=rng.choice([6, 20]))
+    return params, nodes, [*busy, *jobs]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10**6))
+def test_ranked_servers_give_the_schedules_the_slot_tables_give(seed: int) -> None:
+    """On random clusters, jobs judged one after another (each admission raising the
+    prices the next sees) get the same costs, schedules and layouts by the ranked form
+    as by the slot-cost tables."""
+    params, nodes, jobs = _random_round(seed)
+    snapshot = snap(nodes, jobs, now=SLOT / 3)
+    bounds = (np.full(3, 1e-3), np.full(3, 0.5))
+    ranked = Market.build(snapshot, params, OasisState(slot_s=SLOT), bounds)
+    tables = _TablesOnly.build(snapshot, params, OasisState(slot_s=SLOT), bounds)
+    for one in snapshot.jobs:
+        if one.admitted is not False:
+            continue
+        utility, implied = job_utility(one, params)
+        assert utility is not None
+        model = model_job(one, utility, implied, params)
+        ladder = ranked.ladder(model)
+        assert ladder is not None
+        for t in range(params.horizon_slots):
+            table = tables.layouts(model, np.array([t]))
+            walk = ranked.ranked(ladder, t)
+            assert _ranked_costs(walk, ladder.counts, ladder.width) == table.cost[0].tolist()
+        found, plain = search_schedule(ranked, model).best, search_schedule(tables, model).best
+        assert (found is None) == (plain is None)
+        if found is None or plain is None:
+            continue
+        assert found.slots == plain.slots
+        assert (found.utility, found.cost) == (plain.utility, plain.cost)
+        for mine, theirs in zip(found.cells, plain.cells, strict=True):
+            assert np.array_equal(mine, theirs)
+        if found.payoff > 0:
+            ranked.commit(model, found)
+            tables.commit(model, plain)
+    assert np.array_equal(ranked.prices, tables.prices)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    terms=st.lists(st.floats(min_value=0.0, max_value=1e6), min_size=0, max_size=300),
+    extra=st.integers(min_value=0, max_value=40),
+)
+def test_sums_are_added_in_numpys_order(terms: list[float], extra: int) -> None:
+    width = len(terms) + extra
+    if width == 0:
+        return
+    padded = np.array([*terms, *[0.0] * extra])
+    assert _numpy_sum(terms, width) == np.add.reduce(padded)
