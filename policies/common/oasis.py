@@ -60,7 +60,7 @@ assumed to keep them for their estimated remaining time.
 
 from __future__ import annotations
 
-import bisect
+import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -584,11 +584,11 @@ class Market:
         # price of a second of its work (prices' floors are fixed for the decision).
         self.models: dict[tuple[object, ...], JobModel] = {}
         self.least_rates: dict[tuple[object, ...], np.float64] = {}
-        # The ranked form of the search (:meth:`ranked`): per (resource, slot), the
-        # servers in order of that resource's price, built when a job first asks and
+        # The ranked form of the search (:meth:`ranked`): per (resource, slot), that
+        # resource of every server and its rankings, made when a job first asks and
         # kept in step by `commit`; and per job shape, its `_Ladder` (or None).
-        self._ranks: dict[tuple[int, float, int], _SlotRank] = {}
-        self._ranked_by: dict[tuple[int, float], list[_SlotRank]] = {}
+        self._columns: dict[tuple[int, int], _Column] = {}
+        self._column_resources: set[int] = set()
         self._ladders: dict[tuple[object, ...], _Ladder | None] = {}
         self._small_lists: dict[float, list[bool] | None] = {}
 
@@ -679,18 +679,18 @@ class Market:
         self.free[slots, servers] = now_free
         self._commits += 1
         self._touched[slots] = self._commits
-        if self._ranks:
-            # Keep the ranked slots in step with the cells that changed: their new
+        if self._columns:
+            # Keep the ranked columns in step with the cells that changed: their new
             # price and free amount, as the arrays now hold them.
             cells = list(zip(slots.tolist(), servers.tolist(), strict=True))
-            ranks = self._ranks
-            for k, demand in self._ranked_by:
+            columns = self._columns
+            for k in self._column_resources:
                 new_prices = now_priced[:, k].tolist()
                 new_free = now_free[:, k].tolist()
                 for (t, h), p, f in zip(cells, new_prices, new_free, strict=True):
-                    rank = ranks.get((k, demand, t))
-                    if rank is not None:
-                        rank.update(h, p, f)
+                    column = columns.get((k, t))
+                    if column is not None:
+                        column.update(h, p, f)
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -916,26 +916,16 @@ class Market:
         order it fills them: (server, workers that fit there, cost of one worker),
         until they hold its most workers (or every server that fits one is listed)."""
         k, demand = ladder.k, ladder.demand
-        rank = self._ranks.get((k, demand, t))
+        column = self._columns.get((k, t))
+        if column is None:
+            column = self._columns[(k, t)] = _Column(self.prices[t, :, k], self.free[t, :, k])
+            self._column_resources.add(k)
+        rank = column.ranks.get(demand)
         if rank is None:
-            rank = self._ranks[(k, demand, t)] = _SlotRank(
+            rank = column.ranks[demand] = _SlotRank(
                 demand, self.prices[t, :, k], self.free[t, :, k]
             )
-            self._ranked_by.setdefault((k, demand), []).append(rank)
-        free, most, small = rank.free, ladder.most, ladder.small
-        out: list[tuple[int, int, float]] = []
-        need = most
-        for p, h in rank.order:
-            if small is not None and small[h]:
-                continue
-            # The fit as `_worker_costs` computes it: ⌊free/d + ε⌋ (at least 1 on the
-            # ranked servers), at most `most`.
-            fit = min(math.floor(free[h] / demand + _EPS), most)
-            out.append((h, fit, p * demand))
-            need -= fit
-            if need <= 0:
-                break
-        return out
+        return rank.walk(column, ladder.most, ladder.small)
 
     def _small_list(self, gpu_memory_gb: float) -> list[bool] | None:
         if gpu_memory_gb not in self._small_lists:
@@ -969,35 +959,107 @@ class _Ladder:
     small: list[bool] | None  # servers whose GPUs have too little memory
 
 
+class _Column:
+    """One resource of every server in one slot, as plain floats read from the market's
+    arrays (so each comparison and product is the one NumPy makes), and its rankings
+    by the demand of a worker."""
+
+    __slots__ = ("free", "prices", "ranks")
+
+    def __init__(self, prices: FloatArray, free: FloatArray) -> None:
+        self.prices: list[float] = prices.tolist()
+        self.free: list[float] = free.tolist()
+        self.ranks: dict[float, _SlotRank] = {}
+
+    def update(self, server: int, price: float, free: float) -> None:
+        """A commit changed the server's use: its new price and free amount."""
+        old = self.prices[server]
+        self.prices[server] = price
+        self.free[server] = free
+        if old != price:
+            for demand, rank in self.ranks.items():
+                if free / demand + _EPS >= 1.0:
+                    heapq.heappush(rank.pushed, (price, server))
+
+
 class _SlotRank:
     """The servers of one slot with room for a worker that needs `demand` of one
-    resource, in order of that resource's price, lowest index first among equal
-    prices; with the price and free amount of every server (plain floats, read from
-    the market's arrays, so each comparison and product is the one NumPy makes).
-    Servers without room are left out: a full slot would otherwise be walked through
-    to the end by every job that cannot fit in it."""
+    resource, in order of (price, index): the order :meth:`Market.layouts` fills them.
+
+    Kept lazily, since most searches read only its first entry or two: the order when
+    it was made (NumPy arrays, read into a list in chunks as walks reach them), and a
+    heap of (price, server) entries pushed when a commit changes a server's price. An
+    entry stands while its server still costs that price and has room; a walk drops
+    the others where it meets them, so every server with room appears once, at its
+    current price. Servers without room are left out: a full slot is not walked
+    through by every job that cannot fit in it.
+    """
+
+    __slots__ = ("_prices", "_servers", "built", "demand", "front", "pushed")
+
+    CHUNK = 32
 
     def __init__(self, demand: float, prices: FloatArray, free: FloatArray) -> None:
         self.demand = demand
-        self.prices: list[float] = prices.tolist()
-        self.free: list[float] = free.tolist()
         room = np.flatnonzero(free / demand + _EPS >= 1.0)
         ranked = room[np.argsort(prices[room], kind="stable")]
-        self.order = list(zip(prices[ranked].tolist(), ranked.tolist(), strict=True))
+        self._prices, self._servers = prices[ranked], ranked
+        self.built: list[tuple[float, int]] = []  # the order made, read so far
+        self.front = 0  # entries of `built` before it are known to stand no more
+        self.pushed: list[tuple[float, int]] = []
 
-    def fits(self, free: float) -> bool:
-        # ⌊free/d + ε⌋ ≥ 1, as `_worker_costs` counts it.
-        return free / self.demand + _EPS >= 1.0
+    def _entry(self, i: int) -> tuple[float, int] | None:
+        built = self.built
+        if i >= len(built):
+            stop = min(len(built) + self.CHUNK, len(self._servers))
+            if i >= stop:
+                return None
+            start = len(built)
+            built += zip(
+                self._prices[start:stop].tolist(), self._servers[start:stop].tolist(), strict=True
+            )
+        return built[i]
 
-    def update(self, server: int, price: float, free: float) -> None:
-        old_price, old_free = self.prices[server], self.free[server]
-        was, now = self.fits(old_free), self.fits(free)
-        if was and (not now or old_price != price):
-            del self.order[bisect.bisect_left(self.order, (old_price, server))]
-        if now and (not was or old_price != price):
-            bisect.insort(self.order, (price, server))
-        self.prices[server] = price
-        self.free[server] = free
+    def walk(
+        self, column: _Column, most: int, small: list[bool] | None
+    ) -> list[tuple[int, int, float]]:
+        """The servers, in order, that `most` workers fill (skipping those in `small`):
+        (server, workers that fit, cost of one worker), until they hold `most` workers
+        or none is left."""
+        prices, free, demand, pushed = column.prices, column.free, self.demand, self.pushed
+        out: list[tuple[int, int, float]] = []
+        seen: set[int] = set()
+        held: list[tuple[float, int]] = []  # standing entries taken off the heap
+        need, i = most, self.front
+        while need > 0:
+            while pushed:
+                p, h = pushed[0]
+                if prices[h] == p and free[h] / demand + _EPS >= 1.0 and h not in seen:
+                    break
+                heapq.heappop(pushed)  # stale, or a second entry of a server met
+            built = self._entry(i)
+            if built is not None and (not pushed or built < pushed[0]):
+                p, h = built
+                i += 1
+                if prices[h] != p or free[h] / demand + _EPS < 1.0 or h in seen:
+                    if i - 1 == self.front:
+                        self.front = i
+                    continue
+            elif pushed:
+                p, h = heapq.heappop(pushed)
+                held.append((p, h))
+            else:
+                break
+            seen.add(h)
+            if small is not None and small[h]:
+                continue
+            # The fit as `_worker_costs` computes it: ⌊free/d + ε⌋, at most `most`.
+            fit = min(math.floor(free[h] / demand + _EPS), most)
+            out.append((h, fit, p * demand))
+            need -= fit
+        for entry in held:
+            heapq.heappush(pushed, entry)
+        return out
 
 
 def _ranked_costs(
