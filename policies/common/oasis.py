@@ -583,7 +583,8 @@ class Market:
         # Per job shape (JobModel.shape), for this decision: its model, and the floor
         # price of a second of its work (prices' floors are fixed for the decision).
         self.models: dict[tuple[object, ...], JobModel] = {}
-        self.least_rates: dict[tuple[object, ...], np.float64] = {}
+        self.least_rates: dict[tuple[object, ...], float] = {}
+        self._slot_work: dict[tuple[object, ...], list[float]] = {}
         # The ranked form of the search (:meth:`ranked`): per (resource, slot), that
         # resource of every server and its rankings, made when a job first asks and
         # kept in step by `commit`; and per job shape, its `_Ladder` (or None).
@@ -621,6 +622,16 @@ class Market:
     @property
     def first_fraction(self) -> float:
         return max(_EPS, self.slot_end(0) - self.now) / self.params.slot_s
+
+    def slot_work(self, model: JobModel) -> list[float]:
+        """Work a whole slot does at each of the job's counts (seconds at its request),
+        per job shape."""
+        work = self._slot_work.get(model.shape) if model.shape else None
+        if work is None:
+            work = (self.params.slot_s * model.speed).tolist()
+            if model.shape:
+                self._slot_work[model.shape] = work
+        return work
 
     def slot_end(self, t: int) -> float:
         """End of horizon slot `t` on the caller's clock."""
@@ -916,16 +927,21 @@ class Market:
         order it fills them: (server, workers that fit there, cost of one worker),
         until they hold its most workers (or every server that fits one is listed)."""
         k, demand = ladder.k, ladder.demand
-        column = self._columns.get((k, t))
-        if column is None:
-            column = self._columns[(k, t)] = _Column(self.prices[t, :, k], self.free[t, :, k])
-            self._column_resources.add(k)
+        column = self.column(k, t)
         rank = column.ranks.get(demand)
         if rank is None:
             rank = column.ranks[demand] = _SlotRank(
                 demand, self.prices[t, :, k], self.free[t, :, k]
             )
         return rank.walk(column, ladder.most, ladder.small)
+
+    def column(self, k: int, t: int) -> _Column:
+        """Resource k of every server in slot t, as plain floats kept in step by `commit`."""
+        column = self._columns.get((k, t))
+        if column is None:
+            column = self._columns[(k, t)] = _Column(self.prices[t, :, k], self.free[t, :, k])
+            self._column_resources.add(k)
+        return column
 
     def _small_list(self, gpu_memory_gb: float) -> list[bool] | None:
         if gpu_memory_gb not in self._small_lists:
@@ -1426,10 +1442,10 @@ def least_cost(market: Market, model: JobModel) -> float:
     """
     rate = market.least_rates.get(model.shape) if model.shape else None
     if rate is None:
-        rate = _least_rate(market, model)
+        rate = float(_least_rate(market, model))
         if model.shape:
             market.least_rates[model.shape] = rate
-    return float(model.remaining_s * rate)
+    return model.remaining_s * rate
 
 
 def _least_rate(market: Market, model: JobModel) -> np.float64:
@@ -1449,29 +1465,35 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     """The job's schedule of best payoff over the horizon at the market's prices (§IV)."""
     params = market.params
     counts = model.counts
-    full_work = params.slot_s * model.speed  # work of a whole slot at each count
-    slowest = float(full_work[full_work > 0].min()) if (full_work > 0).any() else 0.0
+    # Plain floats and ints: a job has a handful of counts, and NumPy's overhead on
+    # arrays that small is most of the cost. The operations are NumPy's, one by one
+    # (each rounds the same), so the units are the same.
+    full_work = market.slot_work(model)  # work of a whole slot at each count
+    slowest = min([w for w in full_work if w > 0], default=0.0)
     if slowest <= 0:
         return Search(None, "it makes no progress at any worker count it accepts")
     # Units: a slot at the slowest count is 16 units, unless the job would need more
     # than `work_units` of them; each slot's work is rounded down, never up.
     unit = max(slowest / 16.0, model.remaining_s / params.work_units)
     total = max(1, math.ceil(model.remaining_s / unit - _EPS))
-    full_units = np.floor(full_work / unit + _EPS).astype(np.int64)
-    first_units = np.floor(market.first_fraction * full_work / unit + _EPS).astype(np.int64)
+    fraction = market.first_fraction
+    full_list = [math.floor(w / unit + _EPS) for w in full_work]
+    first_list = [math.floor(fraction * w / unit + _EPS) for w in full_work]
+    full_units = np.array(full_list, dtype=np.int64)
+    first_units = np.array(first_list, dtype=np.int64)
     submit = model.job.submit_time
     floor_cost = least_cost(market, model)
 
     single = len(counts) == 1
     programme = _Programme(total, (first_units, full_units)) if not single else None
     one = _OneCount(total) if single else None
-    first_whole = int(first_units[0]), int(full_units[0])
+    first_whole = first_list[0], full_list[0]
     ladder = market.ladder(model)
     tables: list[tuple[int, SlotCosts]] = []
     walks: dict[int, list[tuple[int, int, float]]] = {}
     rows: Iterator[tuple[int, list[float] | FloatArray]]
     if ladder is not None:
-        rows = _ranked_rows(market, ladder, first_units, full_units, walks)
+        rows = _ranked_rows(market, ladder, first_list, full_list, walks)
     else:
         rows = _table_rows(market, model, first_units, full_units, tables)
     best_payoff, best_t = -math.inf, -1
@@ -1508,12 +1530,13 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         runs = programme.backtrack(best_t)
     ordered = sorted(runs.items())
     if ladder is not None:
-        slots, cells = _ranked_runs(model, ladder, ordered, walks)
-    elif tables[0][1].nodes is None:
-        slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
+        slots, cells, cost_by_resource, held = _ranked_runs(market, model, ladder, ordered, walks)
     else:
-        slots, cells = _runs(model, ordered, tables)
-    cost_by_resource, held = _priced(market, model, cells)
+        if tables[0][1].nodes is None:
+            slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
+        else:
+            slots, cells = _runs(model, ordered, tables)
+        cost_by_resource, held = _priced(market, model, cells)
     completion = max(runs)
     utility = model.utility.value_at(market.slot_end(completion) - submit)
     return Search(
@@ -1558,14 +1581,14 @@ def _table_rows(
 def _ranked_rows(
     market: Market,
     ladder: _Ladder,
-    first_units: IntArray,
-    full_units: IntArray,
+    first_units: list[int],
+    full_units: list[int],
     walks: dict[int, list[tuple[int, int, float]]],
 ) -> Iterator[tuple[int, list[float] | FloatArray]]:
     """:func:`_table_rows` by the ranked form, one slot at a time (`walks` collects each
     slot's candidates): the same costs, computed only for the slots the search reaches."""
-    whole = [u > 0 for u in full_units.tolist()]
-    first = [u > 0 for u in first_units.tolist()]
+    whole = [u > 0 for u in full_units]
+    first = [u > 0 for u in first_units]
     fraction = market.first_fraction
     for t in range(market.horizon):
         walk = walks[t] = market.ranked(ladder, t)
@@ -1577,19 +1600,30 @@ def _ranked_rows(
 
 
 def _ranked_runs(
+    market: Market,
     model: JobModel,
     ladder: _Ladder,
     ordered: Sequence[tuple[int, int]],
     walks: Mapping[int, list[tuple[int, int, float]]],
-) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
-    """:func:`_runs` for a schedule found by the ranked form: each slot's workers fill
-    that slot's candidates in order, as in the table."""
+) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray]:
+    """:func:`_runs` and :func:`_priced` for a schedule found by the ranked form: each
+    slot's workers fill that slot's candidates in order, as in the table.
+
+    The worker holds only resource k, so only k costs anything: the sum over cells of
+    share · price · held, added one cell after another as NumPy reduces the rows of
+    :func:`_priced` (held is workers · demand; the other resources add exact zeros).
+    """
+    k, demand = ladder.k, ladder.demand
+    fraction = market.first_fraction
     slots = []
     t_cells: list[int] = []
     on: list[int] = []
     held: list[int] = []
+    spent = 0.0
     for t, option in ordered:
         count = ladder.counts[option]
+        prices = market.column(k, t).prices
+        share = fraction if t == 0 else 1.0
         layout = []
         before = 0
         for server, fit, _ in walks[t]:
@@ -1600,15 +1634,20 @@ def _ranked_runs(
             t_cells.append(t)
             on.append(server)
             held.append(workers)
+            spent += share * prices[server] * (workers * demand)
             before += fit
         slots.append(SlotRun(t=t, workers=count, ps=int(model.ps[option]), layout=tuple(layout)))
+    workers_held = np.array(held, dtype=np.int64)
     cells = (
         np.array(t_cells, dtype=np.int64),
         np.array(on, dtype=np.int64),
-        np.array(held, dtype=np.int64),
+        workers_held,
         np.zeros(len(on), dtype=np.int64),
     )
-    return slots, cells
+    by_resource = np.zeros(_K)
+    by_resource[k] = spent
+    holds: FloatArray = workers_held[:, None] * model.worker_demand
+    return slots, cells, by_resource, holds
 
 
 def _one_worker_runs(

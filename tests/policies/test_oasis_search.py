@@ -260,6 +260,8 @@ def test_ranked_servers_give_the_schedules_the_slot_tables_give(seed: int) -> No
             continue
         assert found.slots == plain.slots
         assert (found.utility, found.cost) == (plain.utility, plain.cost)
+        assert np.array_equal(found.cost_by_resource, plain.cost_by_resource)
+        assert np.array_equal(found.held, plain.held)
         for mine, theirs in zip(found.cells, plain.cells, strict=True):
             assert np.array_equal(mine, theirs)
         if found.payoff > 0:
