@@ -569,7 +569,10 @@ class Market:
         self.gpu_memory = np.array([n[4] for n in nodes], dtype=np.float64)
         self.floor, self.ceiling = bounds
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
-        self.prices = np.zeros_like(self.used)
+        # Prices are computed for the slots searches reach, a growing block at a time
+        # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
+        self._prices = np.zeros_like(self.used)
+        self._priced_until = 0
         # What is left of each resource, kept with `used` (load, commit).
         self.free = np.maximum(self.capacity[None] - self.used, 0.0)
         self._too_small: dict[float, npt.NDArray[np.bool_] | None] = {}
@@ -608,8 +611,24 @@ class Market:
         ]
         market = cls(params, snapshot.now, nodes, bounds)
         market.load(snapshot, state)
-        market.prices = price(market.used, market.capacity, market.floor, market.ceiling)
         return market
+
+    @property
+    def prices(self) -> FloatArray:
+        """The price of every resource of every server in every slot ahead."""
+        return self.priced(self.horizon)
+
+    def priced(self, stop: int) -> FloatArray:
+        """The prices, computed at least for slots `[0, stop)` (a cell's price depends on
+        its use alone, so a block priced later holds what pricing all at once would)."""
+        if stop > self._priced_until:
+            start = self._priced_until
+            until = min(self.horizon, max(stop, 2 * start, 8))
+            self._prices[start:until] = price(
+                self.used[start:until], self.capacity, self.floor, self.ceiling
+            )
+            self._priced_until = until
+        return self._prices
 
     @property
     def horizon(self) -> int:
@@ -685,7 +704,7 @@ class Market:
         self.used[slots, servers] = now_used
         capacity = self.capacity[servers]
         now_priced = price(now_used, capacity, self.floor, self.ceiling)
-        self.prices[slots, servers] = now_priced
+        self.priced(int(slots.max()) + 1)[slots, servers] = now_priced
         now_free = np.maximum(capacity - now_used, 0.0)
         self.free[slots, servers] = now_free
         self._commits += 1
@@ -769,7 +788,7 @@ class Market:
             # the schedule runs: :meth:`one_worker_servers` finds it for those.
             masked = self._one_worker_costs(model, slots)
             return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, workers=None, ps=None)
-        prices = self.prices[slots]
+        prices = self.priced(_stop(slots))[slots]
         free = self.free[slots]
         rows = np.arange(prices.shape[0])[:, None]
         masked, fit = self._worker_costs(model, prices, free, most_workers)
@@ -854,13 +873,16 @@ class Market:
         dw = model.worker_demand
         needs = np.flatnonzero(dw > 0)
         if len(needs) != 1:
-            masked, _ = self._worker_costs(model, self.prices[slots], self.free[slots], 1)
+            masked, _ = self._worker_costs(
+                model, self.priced(_stop(slots))[slots], self.free[slots], 1
+            )
             return masked
         # One resource: one worker fits where ⌊free/demand + ε⌋ ≥ 1, that is where
         # free/demand + ε ≥ 1; the price and free columns of that resource only.
         k = int(needs[0])
         fits = self.free[slots, :, k] / dw[k] + _EPS >= 1.0
-        one: FloatArray = np.where(fits, self.prices[slots, :, k] * dw[k], np.inf)
+        prices = self.priced(_stop(slots))
+        one: FloatArray = np.where(fits, prices[slots, :, k] * dw[k], np.inf)
         too_small = self._too_small_for(model.job.gpu_memory_gb)
         if too_small is not None:
             one[:, too_small] = np.inf
@@ -931,7 +953,7 @@ class Market:
         rank = column.ranks.get(demand)
         if rank is None:
             rank = column.ranks[demand] = _SlotRank(
-                demand, self.prices[t, :, k], self.free[t, :, k]
+                demand, self.priced(t + 1)[t, :, k], self.free[t, :, k]
             )
         return rank.walk(column, ladder.most, ladder.small)
 
@@ -939,7 +961,8 @@ class Market:
         """Resource k of every server in slot t, as plain floats kept in step by `commit`."""
         column = self._columns.get((k, t))
         if column is None:
-            column = self._columns[(k, t)] = _Column(self.prices[t, :, k], self.free[t, :, k])
+            prices = self.priced(t + 1)
+            column = self._columns[(k, t)] = _Column(prices[t, :, k], self.free[t, :, k])
             self._column_resources.add(k)
         return column
 
@@ -1053,7 +1076,7 @@ class _SlotRank:
                 if prices[h] == p and free[h] / demand + _EPS >= 1.0 and h not in seen:
                     break
                 heapq.heappop(pushed)  # stale, or a second entry of a server met
-            built = self._entry(i)
+            built = self.built[i] if i < len(self.built) else self._entry(i)
             if built is not None and (not pushed or built < pushed[0]):
                 p, h = built
                 i += 1
@@ -1084,6 +1107,9 @@ def _ranked_costs(
     """Full-slot cost of each count laid out on `candidates` (:meth:`Market.ranked`),
     inf where they cannot hold it: the workers fill the candidates in order, and each
     count's cost is summed as :meth:`Market.layouts` sums its `width` terms."""
+    if len(counts) == 1 and counts[0] == 1:
+        # One worker (most jobs): 0 + 1 · cost, that is the first candidate's cost.
+        return [candidates[0][2] if candidates else math.inf]
     room = sum(fit for _, fit, _ in candidates)
     out = []
     for count in counts:
@@ -1139,6 +1165,14 @@ def _pairwise(values: Sequence[float]) -> float:
     half = n // 2
     half -= half % 8
     return _pairwise(values[:half]) + _pairwise(values[half:])
+
+
+def _stop(slots: IntArray | slice) -> int:
+    """One past the last of `slots` (a slice with a stop, or indices)."""
+    if isinstance(slots, slice):
+        assert slots.stop is not None
+        return int(slots.stop)
+    return int(slots.max()) + 1 if len(slots) else 0
 
 
 class _Use:
@@ -1498,6 +1532,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         rows = _table_rows(market, model, first_units, full_units, tables)
     best_payoff, best_t = -math.inf, -1
     stopped_by_value = False
+    value_at, first_slot, slot_s = model.utility.value_at, market.first_slot, params.slot_s
     for t, row in rows:
         if one is not None:
             finished = one.step(first_whole[t > 0], row[0])
@@ -1505,7 +1540,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             assert programme is not None
             units = first_units if t == 0 else full_units
             finished = programme.step(0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64))
-        value = model.utility.value_at(market.slot_end(t) - submit)
+        value = value_at((first_slot + t + 1) * slot_s - submit)  # at the end of slot t
         if math.isfinite(finished) and value - finished > best_payoff:
             best_payoff, best_t = value - finished, t
         if value - floor_cost <= max(best_payoff, 0.0):
@@ -1729,7 +1764,8 @@ def _priced(
     if not len(t):
         return np.zeros(_K), held
     share = np.where(t == 0, market.first_fraction, 1.0)[:, None]
-    priced: FloatArray = (share * market.prices[t, servers] * held).sum(axis=0)
+    prices = market.priced(int(t.max()) + 1)
+    priced: FloatArray = (share * prices[t, servers] * held).sum(axis=0)
     return priced, held
 
 
