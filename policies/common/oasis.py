@@ -506,12 +506,17 @@ def merge_bounds(
 
 
 def price(
-    used: FloatArray, capacity: FloatArray, floor: FloatArray, ceiling: FloatArray
+    used: FloatArray,
+    capacity: FloatArray,
+    floor: FloatArray,
+    ceiling: FloatArray,
+    ratio: FloatArray | None = None,
 ) -> FloatArray:
     """p = L · (U/L)^(used/capacity) per unit and slot; last axis: resources.
 
     The share is clamped to [0, 1]: a resource overcommitted by running jobs costs U,
-    as does one of no capacity (nothing fits there anyway).
+    as does one of no capacity (nothing fits there anyway). `ratio` is U/L as
+    :func:`price_ratio` gives it, when the caller keeps it.
     """
     # The divisions only where the divisor is positive (1 elsewhere), and the clamp by
     # minimum and maximum: the values np.where and np.clip gave, for a fraction of the
@@ -522,11 +527,18 @@ def price(
         out=np.ones(np.broadcast_shapes(used.shape, capacity.shape)),
         where=capacity > 0,
     )
-    ratio = np.divide(ceiling, floor, out=np.ones(np.shape(floor)), where=floor > 0)
+    if ratio is None:
+        ratio = price_ratio(floor, ceiling)
     np.minimum(share, 1.0, out=share)
     np.maximum(share, 0.0, out=share)
     priced: FloatArray = floor * np.power(ratio, share)
     return priced
+
+
+def price_ratio(floor: FloatArray, ceiling: FloatArray) -> FloatArray:
+    """U/L per resource (1 where L is 0: such a resource is free)."""
+    ratio: FloatArray = np.divide(ceiling, floor, out=np.ones(np.shape(floor)), where=floor > 0)
+    return ratio
 
 
 # -- the market ---------------------------------------------------------------------------------
@@ -568,6 +580,7 @@ class Market:
         self.capacity = np.array([n[1:4] for n in nodes], dtype=np.float64).reshape(-1, _K)
         self.gpu_memory = np.array([n[4] for n in nodes], dtype=np.float64)
         self.floor, self.ceiling = bounds
+        self.ratio = price_ratio(self.floor, self.ceiling)
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
         # Prices are computed for the slots searches reach, a growing block at a time
         # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
@@ -625,7 +638,7 @@ class Market:
             start = self._priced_until
             until = min(self.horizon, max(stop, 2 * start, 8))
             self._prices[start:until] = price(
-                self.used[start:until], self.capacity, self.floor, self.ceiling
+                self.used[start:until], self.capacity, self.floor, self.ceiling, self.ratio
             )
             self._priced_until = until
         return self._prices
@@ -703,8 +716,9 @@ class Market:
         now_used = self.used[slots, servers] + schedule.held
         self.used[slots, servers] = now_used
         capacity = self.capacity[servers]
-        now_priced = price(now_used, capacity, self.floor, self.ceiling)
-        self.priced(int(slots.max()) + 1)[slots, servers] = now_priced
+        now_priced = price(now_used, capacity, self.floor, self.ceiling, self.ratio)
+        # The schedule's slots were searched, so priced already; `priced` makes sure.
+        self.priced(schedule.completion + 1)[slots, servers] = now_priced
         now_free = np.maximum(capacity - now_used, 0.0)
         self.free[slots, servers] = now_free
         self._commits += 1
