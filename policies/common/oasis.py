@@ -35,9 +35,13 @@ left (:meth:`Market.slot_costs`). A dynamic programme over the slots then picks
 how many workers to run in each slot so that the job's work is done at least
 cost, for every candidate completion slot at once: its state is the work done
 so far, cut into units. Payoff(t) = utility(end of t) − cost to finish by t;
-the best t wins. Two rules keep the programme to what Arbiter can carry out: a
-job runs in consecutive slots once started (scaling never preempts a running
-job), and in the current, partly elapsed slot it pays and works pro rata.
+the best t wins. Most jobs (workers that need one resource in a power-of-two
+amount, no parameter servers to place) get the same layouts from each slot's
+servers kept ranked by price (:meth:`Market.ranked`), walked slot by slot only
+as far as the search reaches. Two rules keep the programme to what Arbiter can
+carry out: a job runs in consecutive slots once started (scaling never preempts
+a running job), and in the current, partly elapsed slot it pays and works pro
+rata.
 
 Work. A job's work left is measured in seconds at its requested size
 (:meth:`Job.remaining_time_s`, or `default_duration_s` when it gives no
