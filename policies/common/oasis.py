@@ -1409,6 +1409,82 @@ class _Programme:
         return runs
 
 
+class _Reachable:
+    """:class:`_Programme` on the states it reaches, for a job of few units.
+
+    The same recurrence, the same sums and the same choice among equal costs (running
+    nothing first, then the counts in order), with `done` kept only where it is
+    finite. Work done moves in steps of a slot's units, so a job of a few dozen units
+    reaches a handful of states per slot, where the vector form pays for all
+    `total + 1` of them in a dozen NumPy calls.
+    """
+
+    # Up to this many units the reachable states are few enough to pay.
+    MOST_UNITS = 64
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: dict[int, float] = {0: 0.0}
+        # Per slot: the states before it, the option taken to each state after it
+        # (absent: 0, running nothing), and its units.
+        self.history: list[tuple[dict[int, float], dict[int, int], Sequence[int]]] = []
+
+    def step(self, units: Sequence[int], cost: Sequence[float]) -> float:
+        """Advance one slot whose count i does units[i] at cost[i] (inf: it cannot run);
+        return the least cost of being done by its end."""
+        top, done = self.total, self.done
+        # Running nothing keeps 0 (always reached) and all done, and wins ties.
+        least: dict[int, float] = {0: done[0]}
+        choice: dict[int, int] = {}
+        if top in done:
+            least[top] = done[top]
+        for option, (u, c) in enumerate(zip(units, cost, strict=True), start=1):
+            if not math.isfinite(c):
+                continue
+            for d, v in done.items():
+                reached = d + u
+                if reached >= top:
+                    continue  # finishing is counted below
+                value = v + c
+                if reached not in least or value < least[reached]:
+                    least[reached] = value
+                    choice[reached] = option
+            # Reaching "all done" counts any start within a slot's work of the end.
+            lowest = top - u if top > u else 0
+            tail = min([v for d, v in done.items() if d >= lowest], default=math.inf)
+            if math.isfinite(tail):
+                value = tail + c
+                if top not in least or value < least[top]:
+                    least[top] = value
+                    choice[top] = option
+        self.history.append((done, choice, units))
+        self.done = least
+        return least.get(top, math.inf)
+
+    def backtrack(self, last: int) -> dict[int, int]:
+        """Count index run in each slot of the cheapest way to be done by slot `last`."""
+        runs: dict[int, int] = {}
+        total = done = self.total
+        for t in range(last, -1, -1):
+            before, choice, units = self.history[t]
+            option = choice.get(done, 0)
+            if option == 0:
+                continue
+            count = option - 1
+            runs[t] = count
+            if done == total:
+                # The first state of least cost among those a slot's work finishes.
+                lowest = max(0, total - int(units[count]))
+                pick, least = lowest, math.inf
+                for d in sorted(before):
+                    if d >= lowest and before[d] < least:
+                        pick, least = d, before[d]
+                done = pick
+            else:
+                done -= int(units[count])
+        return runs
+
+
 class _OneCount:
     """The programme of :class:`_Programme` for a job that accepts one worker count only.
 
@@ -1537,7 +1613,9 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     floor_cost = least_cost(market, model)
 
     single = len(counts) == 1
-    programme = _Programme(total, (first_units, full_units)) if not single else None
+    few = not single and total <= _Reachable.MOST_UNITS
+    programme = _Programme(total, (first_units, full_units)) if not single and not few else None
+    reachable = _Reachable(total) if few else None
     one = _OneCount(total) if single else None
     first_whole = first_list[0], full_list[0]
     ladder = market.ladder(model)
@@ -1554,6 +1632,9 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     for t, row in rows:
         if one is not None:
             finished = one.step(first_whole[t > 0], row[0])
+        elif reachable is not None:
+            costs = row if isinstance(row, list) else row.tolist()
+            finished = reachable.step(first_list if t == 0 else full_list, costs)
         else:
             assert programme is not None
             units = first_units if t == 0 else full_units
@@ -1578,6 +1659,8 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         return Search(None, reason)
     if one is not None:
         runs = one.backtrack(best_t)
+    elif reachable is not None:
+        runs = reachable.backtrack(best_t)
     else:
         assert programme is not None
         runs = programme.backtrack(best_t)

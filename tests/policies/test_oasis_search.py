@@ -28,6 +28,7 @@ from policies.common.oasis import (
     _OneCount,
     _Programme,
     _ranked_costs,
+    _Reachable,
     job_utility,
     model_job,
     search_schedule,
@@ -60,6 +61,31 @@ def test_one_count_programme_matches_the_vector_programme(
         cost = drawn if units > 0 else math.inf
         expected = vector.step(0 if t == 0 else 1, np.array([units]), np.array([cost]))
         assert reachable.step(units, cost) == expected
+        if math.isfinite(expected):
+            assert reachable.backtrack(t) == vector.backtrack(t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    total=st.integers(min_value=1, max_value=64),
+    counts=st.integers(min_value=1, max_value=4),
+    data=st.data(),
+)
+def test_reachable_states_programme_matches_the_vector_programme(
+    total: int, counts: int, data: st.DataObject
+) -> None:
+    units = st.lists(st.integers(min_value=0, max_value=20), min_size=counts, max_size=counts)
+    first, whole = data.draw(units), data.draw(units)
+    slots = data.draw(st.integers(min_value=1, max_value=12))
+    vector = _Programme(total, (np.array(first), np.array(whole)))
+    reachable = _Reachable(total)
+    for t in range(slots):
+        now = first if t == 0 else whole
+        drawn = data.draw(st.lists(costs, min_size=counts, max_size=counts))
+        # As the search gives them: a count that does no whole unit cannot run.
+        cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
+        expected = vector.step(0 if t == 0 else 1, np.array(now), np.array(cost))
+        assert reachable.step(now, cost) == expected
         if math.isfinite(expected):
             assert reachable.backtrack(t) == vector.backtrack(t)
 
