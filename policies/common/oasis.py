@@ -1084,6 +1084,8 @@ class _SlotRank:
         (server, workers that fit, cost of one worker), until they hold `most` workers
         or none is left."""
         prices, free, demand, pushed = column.prices, column.free, self.demand, self.pushed
+        if most == 1 and small is None:
+            return self._first(prices, free)
         out: list[tuple[int, int, float]] = []
         seen: set[int] = set()
         held: list[tuple[float, int]] = []  # standing entries taken off the heap
@@ -1117,6 +1119,32 @@ class _SlotRank:
         for entry in held:
             heapq.heappush(pushed, entry)
         return out
+
+    def _first(self, prices: list[float], free: list[float]) -> list[tuple[int, int, float]]:
+        """:meth:`walk` for one worker on any server: the first standing entry, looked at
+        and left in place (the stale ones before it are dropped, as a walk drops them)."""
+        demand, pushed, built = self.demand, self.pushed, self.built
+        while pushed:
+            p, h = pushed[0]
+            if prices[h] == p and free[h] / demand + _EPS >= 1.0:
+                break
+            heapq.heappop(pushed)
+        i = self.front
+        while True:
+            entry = built[i] if i < len(built) else self._entry(i)
+            if entry is None:
+                break
+            p, h = entry
+            if prices[h] == p and free[h] / demand + _EPS >= 1.0:
+                break
+            i += 1
+            self.front = i
+        if entry is not None and (not pushed or entry < pushed[0]):
+            return [(entry[1], 1, entry[0] * demand)]
+        if pushed:
+            p, h = pushed[0]
+            return [(h, 1, p * demand)]
+        return []
 
 
 def _ranked_costs(
