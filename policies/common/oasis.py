@@ -1049,7 +1049,9 @@ class _SlotRank:
     entry stands while its server still costs that price and has room; a walk drops
     the others where it meets them, so every server with room appears once, at its
     current price. Servers without room are left out: a full slot is not walked
-    through by every job that cannot fit in it.
+    through by every job that cannot fit in it. This rests on use only growing
+    within a decision (commits add, nothing releases): a server without room never
+    regains it, so no entry is owed to one.
     """
 
     __slots__ = ("_prices", "_servers", "built", "demand", "front", "pushed")
