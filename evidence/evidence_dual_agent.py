@@ -270,7 +270,7 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=60)
     parser.add_argument(

@@ -10,7 +10,12 @@ from pettingzoo.test import parallel_api_test
 
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dual_agent.env import DualAgentEnv
-from training.dual_agent.episodes import RACK_SHARE, window
+from training.dual_agent.episodes import (
+    RACK_SHARE,
+    held_out_episodes,
+    training_episodes,
+    window,
+)
 from training.dual_agent.evaluation import decider
 from training.dual_agent.gp_fit import fit_gp
 from training.dual_agent.mappo import (
@@ -113,3 +118,18 @@ def test_the_dual_agent_episodes_correlate_machines_within_a_rack() -> None:
     sim = window(start=0, jobs=12, seed=5).simulation()
 
     assert sim.perf_options.machine_rack_share == RACK_SHARE > 0
+
+
+def test_held_out_windows_share_no_trace_job_and_no_seed_with_training() -> None:
+    training = training_episodes()
+    held_out = held_out_episodes()
+    trained_on = {job.id for episode in training for job in episode.job_specs()}
+    held_jobs = [{job.id for job in episode.job_specs()} for episode in held_out]
+    # The evidence plays each held-out window with seeds offset by 100 per repetition.
+    evidence_seeds = {episode.seed + 100 * s for episode in held_out for s in range(3)}
+
+    assert len(held_out) == 10
+    assert all(len(jobs) == 60 for jobs in held_jobs)
+    assert all(not (jobs & trained_on) for jobs in held_jobs)
+    assert len(set().union(*held_jobs)) == 60 * len(held_out)
+    assert not evidence_seeds & {episode.seed for episode in training}
