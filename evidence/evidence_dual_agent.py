@@ -39,6 +39,9 @@ SEPARATE = ROOT / "training" / "dual_agent" / "ablation" / "separate.safetensors
 """The ordering agent trained alone (placement held at its initial policy) combined with the
 placement agent trained alone (ordering: least attained service first); docs/dual-agent.md."""
 SEPARATE_LABEL = "ablation: agents trained separately, then combined"
+MAPPO_ONLY = ROOT / "training" / "dual_agent" / "ablation" / "mappo_only.safetensors"
+"""The shipped run without the attitude search: MAPPO's patience, value of time and risk."""
+MAPPO_ONLY_LABEL = "ablation: MAPPO's attitude, no attitude search"
 GP_SEEDS = 50
 
 
@@ -71,6 +74,7 @@ def configurations() -> list[tuple[str, str | Profile, bool]]:
         ),
         ("ablation: dual-agent without the GP (static speed table)", "dual-agent", False),
         (SEPARATE_LABEL, "dual-agent", True),
+        (MAPPO_ONLY_LABEL, "dual-agent", True),
     ]
 
 
@@ -80,7 +84,10 @@ Runs = dict[str, list[tuple[float, float]]]
 
 def comparison(windows: int, seeds: int, jobs: int) -> tuple[list[str], Runs]:
     model = shipped_model().model
-    separate = DualAgentModel.from_bytes(SEPARATE.read_bytes())
+    ablations = {
+        SEPARATE_LABEL: DualAgentModel.from_bytes(SEPARATE.read_bytes()),
+        MAPPO_ONLY_LABEL: DualAgentModel.from_bytes(MAPPO_ONLY.read_bytes()),
+    }
     episodes = [
         dataclasses.replace(episode, seed=episode.seed + 100 * s)
         for s in range(seeds)
@@ -92,7 +99,7 @@ def comparison(windows: int, seeds: int, jobs: int) -> tuple[list[str], Runs]:
     ]
     runs: Runs = {}
     for label, profile, use_gp in configurations():
-        chosen = separate if label == SEPARATE_LABEL else model
+        chosen = ablations.get(label, model)
         engine = decider(chosen, profile=profile, use_gp=use_gp)
         scores = [score(engine, episode, JCT_WEIGHT) for episode in episodes]
         fee = [s.fee_usd for s in scores]

@@ -3,13 +3,16 @@
 Runs :func:`training.dual_agent.run.train_dual_agent` from fresh weights with the
 trainer's default budget (or the options given), writes the weights to
 `policies/learned/dual_agent/default/dual_agent.safetensors` (tensors only) and
-prints the run's metrics as JSON. `--updates 200` is the longer run.
+prints the run's metrics as JSON. `--updates 200` is the longer run;
+`--attitude-fit-passes 0` leaves out the search of the patience, value of time
+and risk after MAPPO (`training/dual_agent/ablation/mappo_only.safetensors`).
 
 `--agents ordering` or `--agents placement` trains one agent alone, the other held
 at its initial policy (placement: its initial risk and value of time; ordering:
 least attained service first), for the ablation "trained separately versus
-jointly"; `--combine ORDERING PLACEMENT` writes the ordering network of one file
-with the placement head and GP of the other.
+jointly" (neither runs the attitude search); `--combine ORDERING PLACEMENT`
+writes the ordering network of one file with the placement head and GP of the
+other.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-episodes", type=int, default=defaults.held_out_episodes)
     parser.add_argument("--gp-fit-episodes", type=int, default=defaults.gp_fit_episodes)
     parser.add_argument("--jct-weight", type=float, default=defaults.jct_weight)
+    parser.add_argument("--attitude-fit-passes", type=int, default=defaults.attitude_fit_passes)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", choices=("joint", "ordering", "placement"), default="joint")
     parser.add_argument("--combine", nargs=2, type=Path, metavar=("ORDERING", "PLACEMENT"))
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         held_out_episodes=args.held_out_episodes,
         gp_fit_episodes=args.gp_fit_episodes,
         jct_weight=args.jct_weight,
+        attitude_fit_passes=args.attitude_fit_passes,
     )
     result = train_dual_agent(
         None,
@@ -74,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         fixed_ordering="least-attained" if args.agents == "placement" else "model",
     )
     args.out.write_bytes(result.model.to_bytes())
-    print(json.dumps({"metrics": result.metrics, "log": result.log}, indent=1))
+    print(
+        json.dumps(
+            {"metrics": result.metrics, "log": result.log, "attitude": result.attitude_log},
+            indent=1,
+        )
+    )
     return 0
 
 

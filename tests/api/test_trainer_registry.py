@@ -33,6 +33,9 @@ TINY_BUDGETS: dict[str, dict[str, Any]] = {
         "held_out_episodes": 1,
         "gp_fit_episodes": 1,
         "gp_fit_steps": 2,
+        "attitude_fit_passes": 1,
+        "attitude_fit_episodes": 1,
+        "attitude_fit_repetitions": 1,
     },
     "relmas": {
         "updates": 1,

@@ -5,10 +5,18 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import torch
 from pettingzoo.test import parallel_api_test
 
 from policies.learned.dual_agent.network import DualAgentModel
+from training.dual_agent.attitude_fit import (
+    attitude,
+    fit_attitude,
+    fit_runs,
+    objective,
+    set_attitude,
+)
 from training.dual_agent.env import DualAgentEnv
 from training.dual_agent.episodes import (
     RACK_SHARE,
@@ -133,3 +141,28 @@ def test_held_out_windows_share_no_trace_job_and_no_seed_with_training() -> None
     assert all(not (jobs & trained_on) for jobs in held_jobs)
     assert len(set().union(*held_jobs)) == 60 * len(held_out)
     assert not evidence_seeds & {episode.seed for episode in training}
+
+
+def test_the_attitude_search_keeps_the_best_value_it_served_and_never_raises_the_objective() -> (
+    None
+):
+    model = DualAgentModel.initial()
+    runs = fit_runs([window(start=0, jobs=10, seed=7, cluster_fraction=0.12)], repetitions=1)
+    start = objective(model, runs, jct_weight=2.0)
+    grids = {"patience": (0.05, 0.5), "time_value": (0.05, 2.0)}
+
+    log = fit_attitude(model, runs, passes=1, jct_weight=2.0, grids=grids)
+
+    assert [set(row) - {"pass", "objective"} for row in log] == [{"patience"}, {"time_value"}]
+    assert log[-1]["objective"] <= start
+    assert objective(model, runs, jct_weight=2.0) == log[-1]["objective"]
+    assert attitude(model)["risk"] == DualAgentModel.initial().placement.risk.item()
+
+
+def test_an_attitude_value_set_is_the_value_served() -> None:
+    model = DualAgentModel.initial()
+
+    for name, value in {"patience": 0.35, "time_value": 1.5, "risk": -0.5}.items():
+        set_attitude(model, name, value)
+
+    assert attitude(model) == pytest.approx({"patience": 0.35, "time_value": 1.5, "risk": -0.5})

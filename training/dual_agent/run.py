@@ -1,4 +1,7 @@
-"""One dual-agent training run: MAPPO, the GP fit, the verdict (the trainer and the script's)."""
+"""One dual-agent training run: MAPPO, the GP fit, the attitude search, the verdict.
+
+The trainer's and the script's (`make dual-agent-model`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.dual_agent.shipped import shipped_model
 from training.dl2.reinforce import one_thread
+from training.dual_agent.attitude_fit import attitude, fit_attitude, fit_runs
 from training.dual_agent.episodes import held_out_episodes, training_episodes
 from training.dual_agent.evaluation import decider, mean_objective
 from training.dual_agent.gp_fit import fit_gp
@@ -24,6 +28,7 @@ class RunResult:
     held_out: int
     metrics: dict[str, Any] = field(default_factory=dict)
     log: list[dict[str, float]] = field(default_factory=list)
+    attitude_log: list[dict[str, float]] = field(default_factory=list)
 
 
 def train_dual_agent(
@@ -86,6 +91,22 @@ def train_dual_agent(
         timings["gp"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
+        report("attitude", 0.0)
+        before = attitude(candidate)
+        attitude_log = fit_attitude(
+            candidate,
+            fit_runs(episodes[: budget.attitude_fit_episodes], budget.attitude_fit_repetitions),
+            # Trained one agent alone (the ablation), the search is left out: it serves the
+            # model's own ordering network, which a placement-alone run never trained, and it
+            # would move the placement head of an ordering-alone run.
+            passes=budget.attitude_fit_passes if train_ordering and train_placement else 0,
+            jct_weight=budget.jct_weight,
+            on_step=lambda fraction: report("attitude", fraction),
+        )
+        report("attitude", 1.0)
+        timings["attitude"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
         report("evaluation", 0.0)
         held_out = held_out_episodes(budget.jobs)[: budget.held_out_episodes]
         cand = mean_objective(decider(candidate), held_out, budget.jct_weight)
@@ -102,6 +123,10 @@ def train_dual_agent(
         "held_out_episodes": len(held_out),
         "mappo_updates": len(log),
         "gp_fit_loss": round(gp_losses[-1], 5) if gp_losses else None,
+        **{f"mappo_{k}": round(v, 4) for k, v in before.items()},
+        "attitude_fit_objective": (
+            round(attitude_log[-1]["objective"], 3) if attitude_log else None
+        ),
         "risk": round(float(candidate.placement.risk.detach()[0]), 4),
         "time_value_usd_per_gpu_h": round(float(candidate.placement.time_value.detach()[0]), 4),
         "patience": round(float(candidate.placement.patience.detach()[0]), 4),
@@ -113,4 +138,5 @@ def train_dual_agent(
         held_out=len(held_out),
         metrics=metrics,
         log=log,
+        attitude_log=attitude_log,
     )

@@ -2,7 +2,9 @@
 
 A retraining is: MAPPO updates of both agents together in the simulator (`rl`),
 the GP's hyperparameters fitted on the feedback of episodes played by the
-candidate (`gp`), and the verdict on held-out episodes against the incumbent
+candidate (`gp`), the placement head's patience, value of time and risk set by
+a coordinate search of the shared objective on training windows (`attitude`,
+:mod:`training.dual_agent.attitude_fit`), and the verdict on held-out episodes against the incumbent
 (`evaluation`, lower fee + weighted JCT wins). Episodes are windows of the
 shared Philly trace on the heterogeneous cluster
 (:mod:`training.dual_agent.episodes`): the decision log is not needed (ours:
@@ -44,6 +46,18 @@ class DualAgentBudget(TrainingBudget):
         default=2, ge=0, le=12, description="Episodes whose feedback fits the GP (0: none)."
     )
     gp_fit_steps: int = Field(default=40, ge=0, le=10_000, description="Adam steps of the fit.")
+    attitude_fit_passes: int = Field(
+        default=2,
+        ge=0,
+        le=20,
+        description="Coordinate-search passes over the patience, value of time, risk (0: none).",
+    )
+    attitude_fit_episodes: int = Field(
+        default=12, ge=1, le=12, description="Training windows the attitude search plays."
+    )
+    attitude_fit_repetitions: int = Field(
+        default=2, ge=1, le=8, description="Seeds per window in the attitude search."
+    )
     jct_weight: float = Field(
         default=2.0, ge=0, le=1000, description="Dollars per job-hour of completion time."
     )
@@ -55,7 +69,7 @@ class DualAgentTrainer:
         "MAPPO of the ordering and RWGP placement agents together in the simulator, "
         "then the GP's hyperparameters by marginal likelihood (Xing et al., KDD 2023)."
     )
-    stages: ClassVar[tuple[str, ...]] = ("rl", "gp", "evaluation")
+    stages: ClassVar[tuple[str, ...]] = ("rl", "gp", "attitude", "evaluation")
     Budget: ClassVar[type[TrainingBudget]] = DualAgentBudget
     needs_logged_decisions: ClassVar[bool] = False
 

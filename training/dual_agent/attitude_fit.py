@@ -1,0 +1,120 @@
+"""Fitting the placement head's attitude (patience θ, value of time λ, risk κ) by direct search.
+
+MAPPO (:mod:`training.dual_agent.mappo`) credits these three scalars poorly. The
+patience is the clearest case: a job kept waiting for a faster GPU type pays off
+hours later, when it finishes sooner, while the Gaussian on the patience's
+log-odds is sampled once per round and its advantage comes from the centralised
+critic's estimate of that round; 40 updates moved θ from 0.2 to 0.10 and lost
+JCT (docs/dual-agent.md). Three scalars need no gradient, though: like the GP's
+hyperparameters, fitted on the training episodes' own feedback
+(:mod:`training.dual_agent.gp_fit`), they are set by what they do over whole
+episodes. A coordinate search (ours): for each scalar in turn, every value of its
+grid is served with the others held, on the same training runs (common random
+numbers, so the differences are the attitude's and not the runs'), and the value
+with the lowest mean shared objective, fee plus `jct_weight` dollars per job-hour
+of completion time, is kept when it beats the current one; a few passes over the
+three. The ordering network and the GP are left as they are.
+
+The runs are training windows at their own seeds offset by `SEED_OFFSET` per
+repetition: not the training episodes' own seeds, which the choice between
+trained models scores, and far from the held-out runs' (900 to 1,109).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+from policies.learned.dual_agent.network import DualAgentModel
+from training.dl2.episodes import EpisodeSpec
+from training.dual_agent.evaluation import decider, score
+
+SEED_OFFSET = 5000
+
+GRIDS: dict[str, tuple[float, ...]] = {
+    "patience": (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.45, 0.6),
+    "time_value": (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0),
+    "risk": (-3.0, -2.0, -1.0, -0.5, 0.0, 0.5),
+}
+"""Values tried per scalar (ours): θ up to 0.6, past Gavel's slowest family-on-K80 ratio
+(0.15) and its fastest (0.29); λ from nearly pure speed per dollar to a value of time
+above a V100's price (about 2.5 $/GPU-h); κ from strongly risk-averse to optimistic."""
+
+
+def attitude(model: DualAgentModel) -> dict[str, float]:
+    head = model.placement
+    return {
+        "patience": float(head.patience.detach()[0]),
+        "time_value": float(head.time_value.detach()[0]),
+        "risk": float(head.risk.detach()[0]),
+    }
+
+
+def set_attitude(model: DualAgentModel, name: str, value: float) -> None:
+    """Set one scalar of the placement head through its raw parameter."""
+    head = model.placement
+    with torch.no_grad():
+        if name == "patience":
+            head.raw_patience.fill_(math.log(value / (1.0 - value)))
+        elif name == "time_value":
+            head.raw_time_value.fill_(math.log(math.expm1(value)))
+        elif name == "risk":
+            head.risk.fill_(value)
+        else:
+            raise ValueError(f"no attitude scalar {name!r}")
+
+
+def fit_runs(episodes: Sequence[EpisodeSpec], repetitions: int) -> list[EpisodeSpec]:
+    return [
+        dataclasses.replace(episode, seed=episode.seed + SEED_OFFSET * (r + 1))
+        for r in range(repetitions)
+        for episode in episodes
+    ]
+
+
+def objective(model: DualAgentModel, runs: Sequence[EpisodeSpec], jct_weight: float) -> float:
+    """Mean shared objective of `model` served on `runs` (a fresh decider: no GP state kept)."""
+    engine = decider(model)
+    return statistics.fmean(score(engine, run, jct_weight).objective for run in runs)
+
+
+def fit_attitude(
+    model: DualAgentModel,
+    runs: Sequence[EpisodeSpec],
+    *,
+    passes: int,
+    jct_weight: float,
+    grids: Mapping[str, Sequence[float]] | None = None,
+    on_step: Callable[[float], None] | None = None,
+) -> list[dict[str, float]]:
+    """Coordinate search of θ, λ, κ on `runs`, in place; one row per scalar searched."""
+    grids = GRIDS if grids is None else grids
+    steps = max(1, passes * sum(len(values) for values in grids.values()))
+    done = 0
+    best = objective(model, runs, jct_weight) if runs and passes > 0 else math.nan
+    log: list[dict[str, float]] = []
+    for sweep in range(passes):
+        for name, values in grids.items():
+            kept = {k: v.detach().clone() for k, v in model.placement.state_dict().items()}
+            chosen: float | None = None
+            chosen_score = best
+            for value in values:
+                set_attitude(model, name, value)
+                candidate = objective(model, runs, jct_weight)
+                if candidate < chosen_score:
+                    chosen, chosen_score = value, candidate
+                done += 1
+                if on_step is not None:
+                    on_step(done / steps)
+            if chosen is None:
+                # Nothing beat the current value: keep it exactly, not its grid neighbour.
+                model.placement.load_state_dict(kept)
+            else:
+                set_attitude(model, name, chosen)
+            best = chosen_score
+            log.append({"pass": float(sweep), name: attitude(model)[name], "objective": best})
+    return log
