@@ -231,8 +231,13 @@ class DualAgentEnv(ParallelEnv):  # type: ignore[misc]
         self._placement.preference = {n.id: float(preference[i]) for i, n in enumerate(self._nodes)}
         # The last entry is the patience's log-odds (clipped: exp must stay finite).
         self._placement.patience = 1.0 / (1.0 + math.exp(-float(np.clip(preference[-1], -60, 60))))
+        # The environment applies the decision; its reasons are never read.
         outcome = self._pipeline.run(
-            snapshot, state=self.state, seed=self._sim.round_seed(), decision_id="train"
+            snapshot,
+            state=self.state,
+            seed=self._sim.round_seed(),
+            decision_id="train",
+            explain=False,
         )
         following, done = self._sim.step(outcome.decision)
         reward = self._reward(snapshot, following)
