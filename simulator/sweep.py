@@ -296,6 +296,9 @@ class Summary:
     seeds: int
     mean: dict[str, float | None]
     spread: dict[str, float | None]
+    by_seed: dict[int, dict[str, float | None]] = field(default_factory=dict)
+    """Each seed's value of each metric: two settings run on the same seeds see the same
+    jobs and machines, so their per-seed differences can be compared (paired)."""
 
 
 def summarise(
@@ -335,6 +338,10 @@ def summarise(
                 seeds=len(members),
                 mean=mean,
                 spread=spread,
+                by_seed={
+                    int(m["seed"]): {k: None if m.get(k) is None else float(m[k]) for k in keys}
+                    for m in members
+                },
             )
         )
     return out
