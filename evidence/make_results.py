@@ -1,24 +1,80 @@
-"""Regenerate docs/results.md: every shipped profile on every shared trace, all metrics.
+"""Regenerate docs/results.md: the scheduling profiles on whole shared traces, over seeds.
 
-    .venv/bin/python -m evidence.make_results            # writes docs/results.md
-    .venv/bin/python -m evidence.make_results --scale 0.1 --out /tmp/results.md   # quick look
+    python -m evidence.make_results                      # everything; writes docs/results.md
+    python -m evidence.make_results --estimate           # the plan and its time, no simulation
+    python -m evidence.make_results --scale 0.05 --out /tmp/results.md   # a quick look
+    python -m evidence.make_results --trace itp_cluster04.2w-day14.csv --out /tmp/itp.md
 
-Each shared trace runs on the cluster spec its README pairs it with, over a
-documented window (the first N jobs; see WINDOWS) chosen so that the whole
-regeneration stays within about 20 minutes on the 2-core development machine.
-Every run uses the measured performance model, seed 0 and the default workload
-options (model families drawn uniformly, rigid jobs, perfect estimates), so
-the profiles see exactly the same jobs. The observations under each table are
-computed from the numbers, not written by hand.
+What runs. Each shared trace is replayed whole on the cluster its README pairs it
+with (CASES), twice: at its recorded arrivals, and with its arrivals compressed so
+that jobs queue. The compression is computed from the trace's own demand: the
+offered load (GPU-seconds requested ÷ the span of the arrivals, the GPUs that
+would be busy on average if no job ever waited) is scaled to the cluster's size
+(LOADED_DEMAND; never less than MIN_COMPRESSION), and each table's heading states
+the factor and the numbers behind it. Every point of the grid (trace × load ×
+profile × seed) is one `simulator.sweep` point, so a row here is exactly what
+`arbiter sweep` gives for the same point, on local processes (`--processes`, 2 by
+default) or on a Ray cluster (`--ray ADDRESS`). Runs use the measured performance
+model and the default workload options (model families drawn per job, rigid jobs,
+perfect estimates); the seed fixes the families drawn, the machine speeds and each
+round's policy seed, so the profiles of one seed see the same jobs and machines.
+
+What each column means (per row, mean ± sample standard deviation over its seeds):
+
+* `JCT ÷ bound`: mean JCT over the no-queueing bound, the mean recorded duration of
+  the jobs the run completed. A rigid job cannot finish faster than it ran when it
+  was recorded, so 1 is a cluster where nothing waits and nothing runs slower (the
+  measured model can run a job a little faster than recorded on a quick machine, so
+  values just under 1 occur).
+* `mean JCT`, `p95 JCT`, `p99 JCT`: job completion time (finish − submission) over
+  completed jobs, seconds; `mean queueing`: the part of it spent holding no GPUs
+  (before the first start and while suspended).
+* `utilisation`: GPU-seconds held ÷ GPU-seconds of the cluster over the makespan;
+  `cost`: GPU-seconds held × each node's price (USD); `preemptions`: running jobs
+  stopped to make room; `completed`: jobs that finished (admission control may
+  reject some; their JCTs then cover fewer jobs).
+
+A sentence under a table that compares two profiles calls a difference of mean JCT
+no larger than the sum of the two rows' standard deviations a tie, and compares
+nothing with fewer than COMPARE_SEEDS seeds.
+
+Budget (≤ 30 min of wall time on 2 cores). Measured on this 2-core machine while
+other work ran on it (load average about 3), on the first 10 % of each fortnight or
+week, in one process: the classic profiles (FIFO, SJF, SRTF, Tiresias, DRF,
+Optimus and the other one-stage orderings) replay 550–800 jobs per CPU-second at
+recorded load, DL2's network about 400, OASiS about 45 (its per-round pricing
+grows with the jobs waiting), the dual agent about 150. With arrivals compressed
+the classic profiles slow by about a third (more jobs wait at each round). The
+plan therefore runs, per trace, the classic profiles over 3 seeds at both loads,
+OASiS and the dual agent on the smaller traces only, and on the Philly fortnight
+(24,137 jobs) the classic profiles at both loads; ESTIMATED_SPEED holds the
+measured rates and `--estimate` prints the arithmetic for the current plan:
+
+    Philly fortnight, 24,137 jobs: 16 classic profiles × 3 seeds × (recorded 35 s +
+      loaded 47 s) ≈ 3,900 CPU-s; dual agent and hetero-greedy at both loads, 1 seed
+      ≈ 400 CPU-s
+    Helios week, 4,089 jobs: 14 profiles × 3 seeds × 2 loads ≈ 500 CPU-s, OASiS ≈ 550
+    ITP cluster04 fortnight, 6,568 jobs: ≈ 800 CPU-s, OASiS ≈ 900
+    Alibaba fortnight, 2,782 jobs: all 18 profiles ≈ 700 CPU-s
+    pooled Helios (10,796) and Alibaba (6,203) traces, recorded load, classic, 3 seeds
+      ≈ 800 CPU-s; the pooled Philly (82,247 jobs) and ITP (56,652) traces take
+      2–4 min per classic run and are left to `arbiter sweep`
+
+about 8,500 CPU-s in all, i.e. about 71 min of one core or 35 min on two if the
+machine is shared; on a quiet machine the rates are about 1.3× those measured,
+which brings it under 30 minutes. Points are sent longest first so the two
+processes finish together.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
+import statistics
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,75 +83,11 @@ from evidence.runner import Stopwatch, add_json, add_out, command_line, machine,
 from policies.profiles import dispatch_profile_names
 from simulator.cluster import load_cluster
 from simulator.deciders import shipped_profiles
-from simulator.metrics import METRIC_KEYS
 from simulator.paths import clusters_dir, traces_dir
-from simulator.report import fmt, metrics_table
-from simulator.runner import RunConfig, simulate
-from simulator.traces import read_trace
-
-
-@dataclass(frozen=True)
-class Window:
-    trace: str
-    cluster: str
-    jobs: int
-    why: str
-
-
-# The first job whose arrival would push the GPUs busy past the cluster's size if no
-# job ever waited (computed from the trace) is quoted in each `why`: before it,
-# a window starting on an empty cluster cannot queue.
-WINDOWS: tuple[Window, ...] = (
-    Window(
-        "itp_cluster04.2w-day14.csv",
-        "itp.json",
-        1000,
-        "demand first exceeds the 704 GPUs at job 771 (day 1), so the window queues",
-    ),
-    Window(
-        "itp.full.csv",
-        "itp-full.json",
-        500,
-        "nine clusters pooled; demand exceeds 1,104 GPUs only from job 1,343",
-    ),
-    Window(
-        "alibaba_openb.full.csv",
-        "alibaba_openb.json",
-        400,
-        "44 GPUs held for weeks by long-lived pods; demand exceeds them from job 279",
-    ),
-    Window(
-        "alibaba_openb.2w-day135.csv",
-        "alibaba_openb.json",
-        2782,
-        "the whole fortnight (a 44-GPU cluster is cheap); demand exceeds it from job 1,539",
-    ),
-    Window(
-        "philly.2w-2017-10-02.csv",
-        "philly.json",
-        400,
-        "first 7 h; hundreds of one-GPU jobs run at once, so decisions are the costliest; "
-        "demand exceeds 640 GPUs only from job 2,023",
-    ),
-    Window(
-        "philly.full.csv.gz",
-        "philly.json",
-        400,
-        "the sparse start of the processed trace; demand exceeds 640 GPUs from job 1,586",
-    ),
-    Window(
-        "helios_venus.1w-2020-06-01.csv",
-        "helios_venus.json",
-        800,
-        "first 1.9 days; demand exceeds 760 GPUs only from job 3,621",
-    ),
-    Window(
-        "helios_venus.full.csv",
-        "helios_venus-full.json",
-        800,
-        "Venus at its real size (1,024 GPUs): demand never exceeds it",
-    ),
-)
+from simulator.report import fmt
+from simulator.sweep import Point, Summary, run_point, summarise
+from simulator.sweep_cli import add_runner_arguments, runner_from_args
+from simulator.traces import TraceJob, read_trace
 
 PREFERRED_ORDER = (
     "fifo",
@@ -110,12 +102,45 @@ PREFERRED_ORDER = (
     "first-fit",
     "spread",
     "random",
+    "dl2",
+    "aryl",
+    "static",
+    "oasis",
+    "hetero-greedy",
+    "dual-agent",
 )
 
-# The fixed metric keys, split into two tables at the queueing ones so each stays readable.
-_SPLIT = METRIC_KEYS.index("makespan_s") + 1
-JCT_KEYS = METRIC_KEYS[:_SPLIT]
-OTHER_KEYS = (*METRIC_KEYS[_SPLIT:], "decisions", "jobs_per_s")
+SLOW = ("oasis",)
+"""Profiles an order of magnitude slower per job than the rest; only on the smaller traces."""
+
+MIXED_ONLY = ("dual-agent", "hetero-greedy")
+"""Profiles that choose among GPU types: they run only where a cluster has several."""
+
+SEEDS = (0, 1, 2)
+COMPARE_SEEDS = 3
+"""No sentence compares two rows with fewer seeds than this."""
+
+LOADED_DEMAND = 1.0
+"""The loaded variant compresses arrivals until the offered load equals the cluster's GPUs:
+bursts then exceed it and whole-node placement strands GPUs, so FIFO must queue."""
+
+MIN_COMPRESSION = 1.25
+"""A trace that already offers that much is still compressed this far, to be a harder variant."""
+
+QUEUE_THRESHOLD_S = 60.0
+"""A table where FIFO's mean queueing stays under this "never queues"."""
+
+ESTIMATED_SPEED = {"": 650.0, "dl2": 400.0, "oasis": 45.0, "dual-agent": 150.0}
+"""Jobs per CPU-second measured at recorded load ("": every other profile); see the docstring."""
+
+LOADED_SLOWDOWN = 1.35
+"""How much longer a run takes with arrivals compressed (more jobs wait at each round)."""
+
+
+def scheduling_profiles() -> list[str]:
+    """The profiles that order and place training jobs (dispatch ones decide like `fifo`)."""
+    names = [n for n in shipped_profiles() if n not in dispatch_profile_names()]
+    return ordered_profiles(names)
 
 
 def ordered_profiles(names: Sequence[str]) -> list[str]:
@@ -123,268 +148,578 @@ def ordered_profiles(names: Sequence[str]) -> list[str]:
     return known + sorted(n for n in names if n not in known)
 
 
-QUEUE_THRESHOLD_S = 60.0
-"""A window whose mean queueing stays under this for every profile "never queues"."""
+@dataclass(frozen=True)
+class Plan:
+    """Which profiles run, over which seeds (an empty `only`: every scheduling profile)."""
 
-Rows = list[tuple[str, dict[str, Any]]]
+    seeds: tuple[int, ...] = SEEDS
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+
+    def profiles(self, mixed_types: bool) -> list[str]:
+        names = list(self.only) or scheduling_profiles()
+        return [
+            n
+            for n in ordered_profiles(names)
+            if n not in self.skip and (mixed_types or n not in MIXED_ONLY)
+        ]
 
 
-def _pct(a: float, b: float) -> str:
-    return f"{100 * (a / b - 1.0):+.0f} %"
+@dataclass(frozen=True)
+class Case:
+    """A shared trace on its paired cluster; `loaded` None: recorded arrivals only."""
+
+    trace: str
+    cluster: str
+    about: str
+    recorded: Plan = field(default_factory=Plan)
+    loaded: Plan | None = field(default_factory=Plan)
 
 
-def _queued(rows: Rows) -> bool:
+CLASSIC_ONLY = Plan(skip=SLOW)
+LEAN = Plan(seeds=(0,), only=MIXED_ONLY)
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "philly.2w-2017-10-02.csv",
+        "philly.json",
+        "the Philly fortnight (the trace's two busiest weeks) on 640 P100/P40 GPUs",
+        recorded=CLASSIC_ONLY,
+        loaded=CLASSIC_ONLY,
+    ),
+    Case(
+        "helios_venus.1w-2020-06-01.csv",
+        "helios_venus.json",
+        "a Helios Venus week on 760 V100s (the real 1,024 never queue this week)",
+    ),
+    Case(
+        "itp_cluster04.2w-day14.csv",
+        "itp.json",
+        "the ITP cluster04 fortnight on 704 V100s",
+    ),
+    Case(
+        "alibaba_openb.2w-day135.csv",
+        "alibaba_openb.json",
+        "the Alibaba fortnight on 44 GPUs of five types",
+    ),
+    Case(
+        "helios_venus.full.csv",
+        "helios_venus-full.json",
+        "the whole Helios Venus slice (20 days) at Venus's real size, 1,024 V100s",
+        recorded=CLASSIC_ONLY,
+        loaded=None,
+    ),
+    Case(
+        "alibaba_openb.full.csv",
+        "alibaba_openb.json",
+        "the whole Alibaba release (149 days) on 44 GPUs of five types",
+        recorded=CLASSIC_ONLY,
+        loaded=None,
+    ),
+)
+"""The pooled Philly (82,247 jobs) and ITP (56,652) traces take minutes per run and do not
+fit the budget; `arbiter sweep --case TRACE CLUSTER` runs them."""
+
+# The mixed-type profiles are cheap only where the trace is: on the Philly fortnight they
+# run on one seed, as a table of their own under the classic ones (see `tables`).
+PHILLY_MIXED = Case(
+    "philly.2w-2017-10-02.csv",
+    "philly.json",
+    "the Philly fortnight, GPU-type-aware profiles (one seed: no comparison is drawn)",
+    recorded=LEAN,
+    loaded=LEAN,
+)
+
+
+@dataclass(frozen=True)
+class Demand:
+    """A trace's offered load against its cluster, and the compression that loads it."""
+
+    jobs: int
+    span_s: float
+    offered_gpus: float
+    cluster_gpus: int
+
+    @property
+    def ratio(self) -> float:
+        return self.offered_gpus / self.cluster_gpus
+
+    def compression(self) -> float:
+        """Arrival compression for the loaded variant, rounded up to a multiple of 0.05."""
+        if self.offered_gpus <= 0:
+            return MIN_COMPRESSION
+        wanted = LOADED_DEMAND / self.ratio
+        return max(MIN_COMPRESSION, math.ceil(round(wanted * 20, 6)) / 20)
+
+
+def demand(rows: Sequence[TraceJob], cluster_gpus: int) -> Demand:
+    """Offered load of `rows`: GPU-seconds requested ÷ the span of their arrivals."""
+    if not rows:
+        return Demand(0, 0.0, 0.0, cluster_gpus)
+    span = max(r.submit_time_s for r in rows) - min(r.submit_time_s for r in rows)
+    gpu_s = sum(r.num_gpus * r.duration_s for r in rows)
+    return Demand(len(rows), span, gpu_s / span if span > 0 else 0.0, cluster_gpus)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the page: a case at one load, with the points that fill it."""
+
+    case: Case
+    load: float
+    heading: str
+    why: str
+    points: tuple[Point, ...]
+
+
+def _cluster_gpus(path: Path) -> tuple[int, bool]:
+    spec = load_cluster(path)
+    types = {g.gpu_type for g in spec.node_groups if g.pool == "training"}
+    return spec.training_gpus(), len(types) > 1
+
+
+def tables(
+    cases: Sequence[Case],
+    scale: float = 1.0,
+    profiles: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+) -> list[Table]:
+    """The page's tables and their points; `profiles`/`seeds` narrow every plan."""
+    out: list[Table] = []
+    for case in cases:
+        trace_path, cluster_path = traces_dir() / case.trace, clusters_dir() / case.cluster
+        whole = read_trace(trace_path)
+        max_jobs = None if scale >= 1.0 else max(1, int(len(whole) * scale))
+        rows = whole[:max_jobs] if max_jobs is not None else whole
+        gpus, mixed = _cluster_gpus(cluster_path)
+        need = demand(rows, gpus)
+        offered = (
+            f"{need.jobs:,} jobs offer {need.offered_gpus:,.0f} GPUs busy on average over "
+            f"{need.span_s / 86400:.1f} days against {gpus:,} GPUs ({need.ratio:.0%})"
+        )
+        variants: list[tuple[float, Plan, str, str]] = [
+            (1.0, case.recorded, "recorded arrivals", offered)
+        ]
+        if case.loaded is not None:
+            factor = need.compression()
+            variants.append(
+                (
+                    factor,
+                    case.loaded,
+                    f"arrivals compressed ×{factor:g}",
+                    f"{offered}; gaps between arrivals divided by {factor:g} bring the "
+                    f"offered load to {need.ratio * factor:.0%} of the cluster, so bursts "
+                    "exceed it and jobs queue",
+                )
+            )
+        for load, plan, label, why in variants:
+            names = [n for n in plan.profiles(mixed) if profiles is None or n in profiles]
+            points = tuple(
+                Point(
+                    trace=str(trace_path),
+                    cluster=str(cluster_path),
+                    profile=name,
+                    seed=seed,
+                    max_jobs=max_jobs,
+                    load=load,
+                )
+                for name in names
+                for seed in (seeds if seeds is not None else plan.seeds)
+            )
+            if points:
+                heading = f"`{case.trace}` on `{case.cluster}`, {label}"
+                out.append(Table(case, load, heading, why, points))
+    return out
+
+
+def estimate_s(point: Point, jobs: int) -> float:
+    """CPU-seconds a point should take, from the measured rates (ESTIMATED_SPEED)."""
+    speed = ESTIMATED_SPEED.get(point.profile, ESTIMATED_SPEED[""])
+    return jobs / speed * (LOADED_SLOWDOWN if point.load > 1.0 else 1.0)
+
+
+def _jobs(point: Point) -> int:
+    if point.max_jobs is not None:
+        return point.max_jobs
+    return _trace_jobs(point.trace)
+
+
+_JOB_COUNTS: dict[str, int] = {}
+
+
+def _trace_jobs(path: str) -> int:
+    if path not in _JOB_COUNTS:
+        _JOB_COUNTS[path] = len(read_trace(path))
+    return _JOB_COUNTS[path]
+
+
+def longest_first(points: Sequence[Point]) -> list[int]:
+    """Indices of `points` by estimated time, longest first: two workers then finish
+    together instead of one waiting out a long run started last."""
+    return sorted(range(len(points)), key=lambda i: -estimate_s(points[i], _jobs(points[i])))
+
+
+# ---- reading the numbers -------------------------------------------------------------
+
+SummaryKeys = (
+    "jct_vs_bound",
+    "avg_jct_s",
+    "avg_queue_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "gpu_utilization",
+    "cost_usd",
+    "preemptions",
+    "jobs_completed",
+    "jobs",
+    "jobs_rejected",
+    "jobs_unfinished",
+    "bound_s",
+    "jobs_per_s",
+)
+
+COLUMNS = (
+    ("JCT ÷ bound", "jct_vs_bound", 3),
+    ("mean JCT (s)", "avg_jct_s", 0),
+    ("mean queueing (s)", "avg_queue_s", 0),
+    ("p95 JCT (s)", "p95_jct_s", 0),
+    ("p99 JCT (s)", "p99_jct_s", 0),
+    ("utilisation", "gpu_utilization", 3),
+    ("cost (USD)", "cost_usd", 0),
+    ("preemptions", "preemptions", 0),
+    ("completed", "jobs_completed", 0),
+)
+"""(header, metric key, decimals) of each column."""
+
+
+def cell(mean: float | None, spread: float | None, digits: int) -> str:
+    """Mean ± standard deviation over seeds ("–": no value; no "±" for one seed)."""
+    if mean is None:
+        return "–"
+    # + 0.0 turns the -0.0 that float noise rounds to (a queueing of -1e-12 s) into 0.
+    text = f"{round(mean, digits) + 0.0:,.{digits}f}"
+    if spread is not None and not math.isnan(spread):
+        text += f" ± {spread:,.{digits}f}"
+    return text
+
+
+COMPARED_WITH_FIFO = ("fifo-backfill", "sjf", "srtf", "tiresias", "optimus", "drf", "dl2")
+
+
+def _m(s: Summary, key: str) -> float:
+    value = s.mean.get(key)
+    return 0.0 if value is None else value
+
+
+def _sd(s: Summary, key: str) -> float:
+    value = s.spread.get(key)
+    return 0.0 if value is None or math.isnan(value) else value
+
+
+def complete(s: Summary) -> bool:
+    """Whether every seed's run completed every job (rejecting profiles average fewer)."""
+    return s.mean.get("avg_jct_s") is not None and _m(s, "jobs_completed") == _m(s, "jobs")
+
+
+def queues(summaries: Sequence[Summary]) -> bool:
     """Whether jobs wait under FIFO with every job admitted (the window's own contention).
 
     Not any profile's queueing: OASiS defers admitted jobs to cheaper slots on its own.
     """
-    by = dict(rows)
-    base = [by["fifo"]] if "fifo" in by else [m for _, m in rows]
-    return any((m["avg_queue_s"] or 0.0) >= QUEUE_THRESHOLD_S for m in base)
+    fifo = [s for s in summaries if s.setting["profile"] == "fifo"]
+    base = fifo or list(summaries)
+    return any(_m(s, "avg_queue_s") >= QUEUE_THRESHOLD_S for s in base)
 
 
-def _complete_runs(rows: Rows) -> Rows:
-    """Profiles that completed every job (rejecting ones average over fewer jobs)."""
-    return [(n, m) for n, m in rows if m["jobs_completed"] == m["jobs"] and m["avg_jct_s"]]
+def compare(a: Summary, b: Summary, key: str = "avg_jct_s") -> tuple[str, str]:
+    """(verdict, sentence) for `a` against `b` on `key`: "lower", "higher", "tie" or
+    "few seeds".
+
+    On shared seeds the two runs of a seed replay the same jobs on the same machines,
+    so the spread is that of the per-seed differences (paired): a mean difference no
+    larger than their standard deviation is a tie. Without COMPARE_SEEDS shared seeds
+    nothing is called; rows over different seeds fall back to the sum of the two
+    standard deviations.
+    """
+    ma, mb = _m(a, key), _m(b, key)
+    change = f"{100 * (ma / mb - 1.0):+.1f} %" if mb else "n/a"
+    seeds = min(a.seeds, b.seeds)
+    if seeds < COMPARE_SEEDS:
+        return "few seeds", f"{change} on {seeds} seed(s), too few to call"
+    shared = sorted(set(a.by_seed) & set(b.by_seed))
+    pairs = [(a.by_seed[s].get(key), b.by_seed[s].get(key)) for s in shared]
+    diffs = [x - y for x, y in pairs if x is not None and y is not None]
+    if len(diffs) >= COMPARE_SEEDS:
+        difference, margin = statistics.fmean(diffs), statistics.stdev(diffs)
+        how = "paired over seeds"
+    else:
+        difference, margin = ma - mb, _sd(a, key) + _sd(b, key)
+        how = "summed over the two rows"
+    if abs(difference) <= margin:
+        return "tie", f"a tie ({change}, within the spread of ±{fmt(margin)} s, {how})"
+    word = "lower" if difference < 0 else "higher"
+    return word, f"{word} ({change}, beyond the spread of ±{fmt(margin)} s, {how})"
 
 
-def observations(rows: Rows) -> list[str]:
-    """Plain statements computed from one window's metrics."""
-    by = dict(rows)
+def observations(summaries: Sequence[Summary]) -> list[str]:
+    """Plain statements computed from one table's summaries."""
+    by = {s.setting["profile"]: s for s in summaries}
     out: list[str] = []
-    full = _complete_runs(rows)
+    full = [s for s in summaries if complete(s)]
     if not full:
         return ["No profile completed every job."]
-    queue = max(m["avg_queue_s"] or 0.0 for _, m in rows)
-    if not _queued(rows):
-        out.append(
-            f"Jobs hardly wait (mean queueing at most {queue:.0f} s under any profile): the "
-            "window never fills the cluster, so ordering and admission have nothing to decide "
-            "and profiles differ only through placement."
-        )
-    best = min(full, key=lambda r: r[1]["avg_jct_s"])
-    worst = max(full, key=lambda r: r[1]["avg_jct_s"])
-    out.append(
-        f"Among profiles that ran every job, lowest mean JCT: **{best[0]}** "
-        f"({fmt(best[1]['avg_jct_s'])} s); highest: **{worst[0]}** "
-        f"({fmt(worst[1]['avg_jct_s'])} s)."
-    )
+    bound = _m(full[0], "bound_s")
+    out.append(f"No-queueing bound (mean recorded duration): {fmt(bound)} s.")
     fifo = by.get("fifo")
-    if fifo is not None and fifo["avg_jct_s"] and _queued(rows):
-        for name in ("fifo-backfill", "sjf", "srtf", "tiresias", "optimus"):
-            m = by.get(name)
-            if m is None or m["avg_jct_s"] is None:
+    if not queues(summaries):
+        base = [fifo] if fifo is not None else summaries
+        worst = max(0.0, *(_m(s, "avg_queue_s") for s in base))
+        out.append(
+            f"Jobs hardly wait (mean queueing at most {worst:.0f} s under FIFO): ordering "
+            "and admission have little to decide, and profiles differ mostly through placement."
+        )
+    elif fifo is not None:
+        out.append(
+            f"FIFO queues: mean queueing {fmt(_m(fifo, 'avg_queue_s'))} s, mean JCT "
+            f"{_m(fifo, 'jct_vs_bound'):.2f}× the bound."
+        )
+    best = min(full, key=lambda s: _m(s, "avg_jct_s"))
+    ties = [s.setting["profile"] for s in full if s is not best and compare(s, best)[0] == "tie"]
+    line = (
+        f"Lowest mean JCT among profiles that ran every job: **{best.setting['profile']}** "
+        f"({_m(best, 'jct_vs_bound'):.2f}× the bound)"
+    )
+    if ties:
+        line += "; tied with it within the spread: " + ", ".join(ties)
+    out.append(line + ".")
+    if fifo is not None and complete(fifo):
+        for name in COMPARED_WITH_FIFO:
+            s = by.get(name)
+            if s is None or not complete(s):
                 continue
+            _, said = compare(s, fifo)
             out.append(
-                f"{name} vs fifo: mean JCT {_pct(m['avg_jct_s'], fifo['avg_jct_s'])}, "
-                f"mean queueing {fmt(m['avg_queue_s'])} s vs {fmt(fifo['avg_queue_s'])} s, "
-                f"{fmt(m['preemptions'])} preemptions."
+                f"{name} vs fifo: mean JCT {said}; mean queueing {fmt(_m(s, 'avg_queue_s'))} s "
+                f"vs {fmt(_m(fifo, 'avg_queue_s'))} s; {fmt(_m(s, 'preemptions'))} preemptions."
             )
-    rejected = [(n, m) for n, m in rows if m["jobs_rejected"]]
-    for name, m in rejected:
-        out.append(
-            f"{name} rejected {m['jobs_rejected']:,} jobs at admission; its JCTs average the "
-            f"{m['jobs_completed']:,} it ran, so they are not comparable with the others'."
-        )
-    unfinished = [(n, m["jobs_unfinished"]) for n, m in rows if m["jobs_unfinished"]]
-    if unfinished:
-        out.append("Unfinished jobs: " + ", ".join(f"{n} {c:,}" for n, c in unfinished) + ".")
-    spread = by.get("spread")
-    if spread is not None and fifo is not None and fifo["avg_jct_s"]:
-        out.append(
-            "Spread placement vs consolidated (both strict FIFO): mean JCT "
-            f"{_pct(spread['avg_jct_s'], fifo['avg_jct_s'])}."
-        )
-    fastest = max(rows, key=lambda r: r[1]["jobs_per_s"] or 0.0)
-    slowest = min(rows, key=lambda r: r[1]["jobs_per_s"] or 0.0)
+        spread = by.get("spread")
+        if spread is not None and complete(spread):
+            _, said = compare(spread, fifo)
+            out.append(f"Spread placement vs consolidated (both strict FIFO): mean JCT {said}.")
+    for s in summaries:
+        if _m(s, "jobs_rejected"):
+            out.append(
+                f"{s.setting['profile']} rejected {fmt(_m(s, 'jobs_rejected'))} jobs at "
+                "admission (mean over seeds); its JCTs average the jobs it ran, so they are "
+                "not comparable with the others'."
+            )
+        if _m(s, "jobs_unfinished"):
+            out.append(
+                f"{s.setting['profile']} left {fmt(_m(s, 'jobs_unfinished'))} jobs unfinished."
+            )
+    speeds = [(s.setting["profile"], _m(s, "jobs_per_s")) for s in summaries]
+    slow, fast = min(speeds, key=lambda x: x[1]), max(speeds, key=lambda x: x[1])
     out.append(
-        f"Simulator speed: {fmt(slowest[1]['jobs_per_s'])} jobs/s ({slowest[0]}) to "
-        f"{fmt(fastest[1]['jobs_per_s'])} jobs/s ({fastest[0]})."
+        f"Simulator speed: {fmt(slow[1])} jobs/s ({slow[0]}) to {fmt(fast[1])} jobs/s ({fast[0]})."
     )
     return out
 
 
-def summary(results: list[tuple[Window, int, Rows]]) -> list[str]:
-    """The cross-window reading of the numbers, each statement computed from them."""
-    queued = [(w, rows) for w, _, rows in results if _queued(rows)]
-    calm = [(w, rows) for w, _, rows in results if not _queued(rows)]
+Result = tuple[Table, list[Summary]]
+
+
+def summary(results: Sequence[Result]) -> list[str]:
+    """The cross-table reading of the numbers, each statement computed from them."""
+    queued = [(t, s) for t, s in results if queues(s)]
     lines = ["## What the numbers say", ""]
-    if calm:
-        spreads = []
-        for _, rows in calm:
-            full = [m["avg_jct_s"] for n, m in _complete_runs(rows) if n != "spread"]
-            spreads.append(max(full) / min(full) - 1.0 if full else 0.0)
-        lines.append(
-            f"* **No queue, no scheduling.** {len(calm)} of {len(results)} windows never queue "
-            "(" + ", ".join(f"`{w.trace}`" for w, _ in calm) + "): they are the traces' first "
-            "hours or days on clusters sized for about 0.8 mean load, and that load builds up "
-            "only as long jobs accumulate. There, every profile except spread placement stays "
-            f"within {100 * max(spreads):.0f} % of the others' mean JCT; what differs is which "
-            "nodes jobs land on (machine speeds vary with a CoV of about 10 %) and, for "
-            "multi-node jobs, locality."
+    lines.append(
+        f"* **Where jobs queue.** FIFO queues (mean queueing ≥ {QUEUE_THRESHOLD_S:.0f} s) in "
+        f"{len(queued)} of {len(results)} tables"
+        + (
+            ": " + "; ".join(t.heading for t, s in results if not queues(s)) + " do not."
+            if len(queued) < len(results)
+            else "."
         )
-        worse = [
-            w.trace
-            for w, rows in calm
-            if dict(rows).get("spread") is not None
-            and max(_complete_runs(rows), key=lambda r: r[1]["avg_jct_s"])[0] == "spread"
-        ]
-        if worse:
-            lines.append(
-                f"* **Locality.** Spread placement has the highest mean JCT in {len(worse)} of "
-                f"the {len(calm)} unqueued windows: a multi-GPU job of a Gavel family dealt "
-                "one GPU per node loses up to half its speed (performance-model.md)."
-            )
-    for window, rows in queued:
-        by = dict(rows)
-        full = sorted(_complete_runs(rows), key=lambda r: r[1]["avg_jct_s"])
+    )
+    tally: dict[str, dict[str, int]] = {}
+    for _, summaries in queued:
+        by = {s.setting["profile"]: s for s in summaries}
         fifo = by.get("fifo")
-        if not full or fifo is None or not fifo["avg_jct_s"]:
+        if fifo is None or not complete(fifo):
             continue
-        ranking = ", ".join(f"{n} {fmt(m['avg_jct_s'])}" for n, m in full[:4])
-        line = (
-            f"* **`{window.trace}` queues** (fifo waits {fmt(fifo['avg_queue_s'])} s on "
-            f"average). Best mean JCTs among profiles that ran every job: {ranking} s."
-        )
-        srtf, tiresias = by.get("srtf"), by.get("tiresias")
-        if srtf is not None and srtf["avg_jct_s"]:
-            line += (
-                f" SRTF, with perfect estimates, changes mean JCT by "
-                f"{_pct(srtf['avg_jct_s'], fifo['avg_jct_s'])} and mean queueing by "
-                f"{_pct(srtf['avg_queue_s'] or 1e-9, fifo['avg_queue_s'] or 1e-9)} vs FIFO."
-            )
-        if tiresias is not None and tiresias["avg_jct_s"]:
-            line += (
-                f" Tiresias changes mean JCT by {_pct(tiresias['avg_jct_s'], fifo['avg_jct_s'])}"
-                f" with {tiresias['preemptions']:,} preemptions for {tiresias['jobs']:,} jobs; "
-                "each costs a restart (up to 250 s in the measured model). Tiresias knows no "
-                "durations, SRTF knows them exactly. Its threshold (18,000 GPU-seconds) "
-                "decides which jobs count as short; section `tiresias` compares it with the "
-                "authors' 3,250 over seeds."
-            )
-        lines.append(line)
-    rejecting = sorted({n for _, _, rows in results for n, m in rows if m["jobs_rejected"]})
+        for name in ("srtf", "tiresias", "sjf", "spread"):
+            s = by.get(name)
+            if s is not None and complete(s):
+                verdict, _ = compare(s, fifo)
+                tally.setdefault(name, {}).setdefault(verdict, 0)
+                tally[name][verdict] += 1
+    for name, counts in tally.items():
+        said = ", ".join(f"{k} in {v}" for k, v in sorted(counts.items()))
+        lines.append(f"* **{name} vs fifo** on the tables that queue (mean JCT): {said}.")
+    rejecting = sorted(
+        {s.setting["profile"] for _, ss in results for s in ss if _m(s, "jobs_rejected")}
+    )
     if rejecting:
         lines.append(
             f"* **Admission control** ({', '.join(rejecting)}) rejects jobs; mean JCT then "
-            "covers only the jobs admitted, so it looks better for a reason that is not "
-            "scheduling. Compare such profiles on `jobs_completed`, `utility` and cost too."
+            "covers only the jobs admitted, so compare such profiles on `completed`, utility "
+            "and cost too."
         )
     lines += [
         "* **Utilisation** is GPU-seconds held over capacity across the makespan, which the "
-        "trace's longest jobs stretch far past the last arrival of a window, so it is low "
-        "for windows.",
-        "* `utility` is 0 because the default workload gives jobs no utility function "
-        "(`--utility sigmoid` does), and `sla_satisfaction` is empty because the simulator "
-        "does not replay inference requests yet. These windows have rigid jobs and no "
-        "loaning, so `aryl` and `dl2` run as `drf`-like baselines here: the sections after "
-        "the tables test OASiS, Aryl and DL2 on workloads where they have something to decide.",
-        "* **Speed.** Decision latency grows with the jobs in the snapshot (hundreds run at "
-        "once on Philly, so its windows are the slowest per job); docs/benchmarks.md shows "
-        "the engine's share of the time.",
+        "longest jobs stretch past the last arrival.",
+        "* These workloads have rigid jobs, no utility functions and no inference pool, so "
+        "`aryl`, `static` and `dl2` run here as scheduling baselines: the sections after the "
+        "tables test OASiS, Aryl and DL2 on workloads where they have something to decide.",
         "",
     ]
     return lines
 
 
-def render(results: list[tuple[Window, int, Rows]], wall_s: float, cpu_s: float) -> str:
+def table_markdown(summaries: Sequence[Summary]) -> str:
+    header = "| profile | seeds | " + " | ".join(name for name, _, _ in COLUMNS) + " |"
+    rule = "|---|---:|" + "---:|" * len(COLUMNS)
+    rows = [
+        f"| {s.setting['profile']} | {s.seeds} | "
+        + " | ".join(cell(s.mean.get(key), s.spread.get(key), d) for _, key, d in COLUMNS)
+        + " |"
+        for s in summaries
+    ]
+    return "\n".join([header, rule, *rows])
+
+
+def render(results: Sequence[Result], wall_s: float, cpu_s: float, scale: float) -> str:
     lines = [
-        "# Results: every profile on every shared trace",
+        "# Results: the scheduling profiles on whole shared traces",
         "",
-        "Generated by `evidence/make_results.py` (`make results`); do not edit by hand.",
-        f"Regeneration took {wall_s / 60:.1f} min of wall time and {cpu_s / 60:.1f} min of CPU "
-        f"time on this machine ({machine()}, 2 cores shared with other work, Python "
+        "Generated by `python -m evidence.make_results` (`make results`); do not edit by hand.",
+        f"Regeneration took {wall_s / 60:.1f} min of wall time ({cpu_s / 60:.1f} min of CPU in "
+        f"the parent process) on this machine ({machine()}, Python "
         f"{platform.python_version()}).",
         "",
-        "Setup: measured performance model (docs/performance-model.md), seed 0, default",
-        "workload options (model family drawn uniformly among the ten measured families,",
-        "rigid jobs, recorded durations as perfect estimates, no parameter servers), a",
-        "round after every arrival and after every completion that finds jobs waiting,",
-        "plus a 60 s timer while jobs wait. Each window is the first N jobs of the trace,",
-        "on an initially empty cluster; the metric keys are those of DESIGN §6 and",
-        "`simulator/metrics.py` defines each.",
+        "Setup: measured performance model (docs/performance-model.md), default workload "
+        "options (model family drawn per job among the measured families, rigid jobs, "
+        "recorded durations as perfect estimates); each row is mean ± sample standard "
+        "deviation over its seeds (the seed fixes the families, the machine speeds and the "
+        "policy seed). Each trace is replayed "
+        + ("whole" if scale >= 1.0 else f"over its first {scale:.1%} of jobs")
+        + " from an empty cluster, at recorded arrivals and with arrivals compressed as "
+        "each heading states. `JCT ÷ bound` is mean JCT over the mean recorded duration "
+        "of the completed jobs (a rigid job cannot finish faster); the columns are defined "
+        "in `evidence/make_results.py` and docs/simulator.md. A difference no larger than "
+        "the sum of two rows' standard deviations is called a tie.",
         "",
-        "| trace | cluster | jobs simulated | why this window |",
-        "|---|---|---:|---|",
+        "| table | why |",
+        "|---|---|",
     ]
-    lines += [f"| `{w.trace}` | `{w.cluster}` | {n:,} | {w.why} |" for w, n, _ in results]
+    lines += [f"| {t.heading} | {t.why} |" for t, _ in results]
     lines.append("")
     lines += summary(results)
-    for window, jobs, rows in results:
+    for table, summaries in results:
         lines += [
-            f"## `{window.trace}` on `{window.cluster}` (first {jobs:,} jobs)",
+            f"## {table.heading}",
             "",
-            metrics_table(rows, JCT_KEYS),
+            f"{table.case.about}; {table.why}.",
             "",
-            metrics_table(rows, OTHER_KEYS),
+            table_markdown(summaries),
             "",
-            *[f"* {line}" for line in observations(rows)],
+            *[f"* {line}" for line in observations(summaries)],
             "",
         ]
     return "\n".join(lines)
 
 
 def _write(out: Path, text: str) -> None:
-    """Write the tables, keeping the sections other evidence scripts own (results_sections)."""
+    """Write the tables, keeping the sections other evidence modules own (results_sections)."""
     old = out.read_text(encoding="utf-8") if out.exists() else ""
     out.write_text(carry_over(old, text), encoding="utf-8")
+
+
+def _group(rows: Sequence[Mapping[str, Any]]) -> list[Summary]:
+    return summarise(rows, SummaryKeys)
+
+
+def run_tables(
+    plan: Sequence[Table], runner_args: Any
+) -> Iterator[tuple[Table, list[dict[str, Any]]]]:
+    """Every point of every table on one runner, longest first; the rows per table."""
+    points = [p for t in plan for p in t.points]
+    order = longest_first(points)
+    runner = runner_from_args(runner_args, len(points))
+    done = runner.map(run_point, [points[i] for i in order])
+    rows: list[dict[str, Any]] = [{}] * len(points)
+    for i, row in zip(order, done, strict=True):
+        rows[i] = row
+    start = 0
+    for table in plan:
+        mine = rows[start : start + len(table.points)]
+        start += len(table.points)
+        yield table, mine
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = command_line(__doc__)
     add_out(parser)
-    add_json(parser, help="Also dump raw metrics here.")
-    parser.add_argument("--scale", type=float, default=1.0, help="Multiply every window.")
+    add_json(parser, help="Also dump every row here (re-render with --from-json).")
+    parser.add_argument("--scale", type=float, default=1.0, help="Fraction of each trace.")
     parser.add_argument("--profile", action="append", default=None, help="Only these.")
     parser.add_argument("--trace", action="append", default=None, help="Only these traces.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="Override seeds.")
+    parser.add_argument(
+        "--estimate", action="store_true", help="Print the plan and its estimated time only."
+    )
     parser.add_argument(
         "--from-json",
         type=Path,
         default=None,
-        help="Re-render the Markdown from raw metrics saved by --json (no simulation).",
+        help="Re-render the Markdown from rows saved by --json (no simulation).",
     )
+    add_runner_arguments(parser, default_processes=2, what="simulations")
     args = parser.parse_args(argv)
+    cases = [*CASES[:1], PHILLY_MIXED, *CASES[1:]]
+    if args.trace:
+        cases = [c for c in cases if c.trace in args.trace]
+    plan = tables(cases, args.scale, args.profile, args.seeds)
     if args.from_json is not None:
         raw = json.loads(args.from_json.read_text(encoding="utf-8"))
-        windows = {w.trace: w for w in WINDOWS}
-        saved = [
-            (windows[trace], entry["jobs"], [(n, m) for n, m in entry["results"]])
-            for trace, entry in raw["windows"].items()
-        ]
-        _write(args.out, render(saved, raw["wall_s"], raw["cpu_s"]))
+        saved = {t["heading"]: t["rows"] for t in raw["tables"]}
+        results = [(t, _group(saved[t.heading])) for t in plan if t.heading in saved]
+        _write(args.out, render(results, raw["wall_s"], raw["cpu_s"], raw["scale"]))
         print(f"wrote {args.out} from {args.from_json}", file=sys.stderr)
         return 0
-    # Dispatch profiles decide like `fifo` (their other stages are the defaults).
-    scheduling = [n for n in shipped_profiles() if n not in dispatch_profile_names()]
-    names = ordered_profiles(args.profile or scheduling)
+    if args.estimate:
+        print_estimate(plan, processes=int(args.processes))
+        return 0
     clock = Stopwatch()
-    results: list[tuple[Window, int, Rows]] = []
-    for window in WINDOWS:
-        if args.trace and window.trace not in args.trace:
-            continue
-        jobs = max(1, int(window.jobs * args.scale))
-        trace = read_trace(traces_dir() / window.trace, jobs)
-        cluster = load_cluster(clusters_dir() / window.cluster)
-        runs = simulate(trace, cluster, names, RunConfig(seed=0))
-        rows = [(run.profile, run.result.metrics) for run in runs]
-        results.append((window, len(trace), rows))
-        took = sum(m["sim_wall_s"] for _, m in rows)
-        print(
-            f"{window.trace}: {len(trace)} jobs x {len(names)} profiles in {took:.0f} s",
-            file=sys.stderr,
-        )
+    raw_rows = list(run_tables(plan, args))
     wall, cpu = clock.wall_s, clock.cpu_s
+    results = [(t, _group(rows)) for t, rows in raw_rows]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    _write(args.out, render(results, wall, cpu))
+    _write(args.out, render(results, wall, cpu, args.scale))
     if args.json is not None:
         dump = {
             "wall_s": wall,
             "cpu_s": cpu,
-            "windows": {w.trace: {"jobs": n, "results": rows} for w, n, rows in results},
+            "scale": args.scale,
+            "tables": [{"heading": t.heading, "rows": rows} for t, rows in raw_rows],
         }
         write_json(args.json, dump)
     print(f"wrote {args.out} in {wall / 60:.1f} min", file=sys.stderr)
     return 0
+
+
+def print_estimate(plan: Sequence[Table], processes: int) -> None:
+    total = 0.0
+    for table in plan:
+        took = sum(estimate_s(p, _jobs(p)) for p in table.points)
+        total += took
+        profiles = len({p.profile for p in table.points})
+        seeds = len({p.seed for p in table.points})
+        print(f"{table.heading}: {profiles} profiles × {seeds} seeds ≈ {took:,.0f} CPU-s")
+    print(
+        f"total ≈ {total:,.0f} CPU-s: {total / 60 / processes:.0f} min on {processes} "
+        "processes at the measured rates"
+    )
 
 
 if __name__ == "__main__":

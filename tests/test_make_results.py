@@ -1,0 +1,122 @@
+"""`make results`: whole traces over seeds, each row a sweep point, ties called as ties."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evidence.make_results import (
+    CASES,
+    COMPARE_SEEDS,
+    MIN_COMPRESSION,
+    Case,
+    Plan,
+    compare,
+    demand,
+    main,
+    tables,
+)
+from simulator.cluster import load_cluster
+from simulator.metrics import TIMING_KEYS
+from simulator.runner import RunConfig, simulate
+from simulator.sweep import Summary, run_point
+from simulator.traces import TraceJob, compress_arrivals, read_trace
+from simulator.workload import WorkloadOptions
+
+HELIOS = "helios_venus.1w-2020-06-01.csv"
+
+
+def _job(i: int, submit: float, gpus: int, duration: float) -> TraceJob:
+    return TraceJob(job_id=f"j{i}", submit_time_s=submit, num_gpus=gpus, duration_s=duration)
+
+
+def test_the_loaded_variant_compresses_arrivals_until_demand_meets_the_cluster() -> None:
+    # 40 GPU-hours offered over 10 hours: 4 GPUs busy on average.
+    rows = [_job(0, 0.0, 4, 36_000.0), _job(1, 36_000.0, 4, 0.0)]
+    light = demand(rows, cluster_gpus=10)
+    assert light.offered_gpus == pytest.approx(4.0)
+    assert light.compression() == pytest.approx(2.5)
+    # A trace that already fills its cluster is still compressed to a harder variant.
+    assert demand(rows, cluster_gpus=4).compression() == MIN_COMPRESSION
+
+
+def test_every_shared_fortnight_and_week_has_a_loaded_variant() -> None:
+    whole = {c.trace for c in CASES if c.loaded is not None}
+    assert {
+        "philly.2w-2017-10-02.csv",
+        HELIOS,
+        "itp_cluster04.2w-day14.csv",
+        "alibaba_openb.2w-day135.csv",
+    } <= whole
+    assert all(len(c.loaded.seeds) >= COMPARE_SEEDS for c in CASES if c.loaded is not None)
+
+
+def test_a_row_is_a_direct_simulation_of_its_point() -> None:
+    srtf = Plan(seeds=(1,), only=("srtf",))
+    case = Case(HELIOS, "helios_venus.json", "a test window", recorded=srtf, loaded=srtf)
+    loaded = tables([case], scale=0.02)[1]
+    (point,) = loaded.points
+    assert point.load > 1.0
+    assert point.max_jobs is not None
+
+    rows = compress_arrivals(read_trace(point.trace, point.max_jobs), point.load)
+    config = RunConfig(seed=1, workload=WorkloadOptions())
+    (run,) = simulate(rows, load_cluster(point.cluster), ["srtf"], config)
+    row = run_point(point)
+
+    direct = {k: v for k, v in run.result.metrics.items() if k not in TIMING_KEYS}
+    assert {k: row[k] for k in direct} == direct
+
+
+def _summary(*per_seed: float) -> Summary:
+    return Summary(
+        setting={"profile": "x"},
+        seeds=len(per_seed),
+        mean={"avg_jct_s": statistics.fmean(per_seed)},
+        spread={"avg_jct_s": statistics.stdev(per_seed) if len(per_seed) > 1 else None},
+        by_seed={seed: {"avg_jct_s": v} for seed, v in enumerate(per_seed)},
+    )
+
+
+def test_a_difference_within_the_spread_of_the_per_seed_differences_is_a_tie() -> None:
+    # Seeds change the jobs and machines a lot, each profile's runs of a seed alike:
+    # 10 s less on every seed is a real difference although the seeds spread by 100 s.
+    assert compare(_summary(100.0, 200.0, 300.0), _summary(110.0, 210.0, 310.0))[0] == "lower"
+    assert compare(_summary(120.0, 220.0, 320.0), _summary(110.0, 210.0, 310.0))[0] == "higher"
+    assert compare(_summary(100.0, 200.0, 300.0), _summary(101.0, 199.0, 302.0))[0] == "tie"
+    assert compare(_summary(100.0), _summary(200.0))[0] == "few seeds"
+
+
+def test_a_small_run_renders_the_bound_column_and_calls_ties(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    kept = "<!-- section:dl2 -->\nDL2's own evidence\n<!-- /section:dl2 -->\n"
+    out.write_text("# old tables\n\n" + kept, encoding="utf-8")
+    argv = ["--trace", HELIOS, "--scale", "0.01", "--profile", "fifo", "--profile", "sjf"]
+    argv += ["--seeds", "0", "1", "2", "--processes", "1", "--out", str(out)]
+
+    assert main([*argv, "--json", str(tmp_path / "rows.json")]) == 0
+    text = out.read_text(encoding="utf-8")
+
+    assert "| profile | seeds | JCT ÷ bound |" in text
+    assert "recorded arrivals" in text
+    assert "arrivals compressed ×" in text
+    assert "No-queueing bound (mean recorded duration)" in text
+    # The window's first 40 jobs never wait: FIFO and SJF run them identically.
+    assert "sjf vs fifo: mean JCT a tie" in text
+    assert kept in text
+    assert "# old tables" not in text
+
+    again = tmp_path / "again.md"
+    assert main([*argv[:-2], "--out", str(again), "--from-json", str(tmp_path / "rows.json")]) == 0
+    tables_only = text.split("<!-- section:")[0].rstrip()
+    assert again.read_text(encoding="utf-8").rstrip() == tables_only
+
+
+def test_plans_narrow_to_the_profiles_and_seeds_asked_for() -> None:
+    case = replace(CASES[0], trace=HELIOS, cluster="helios_venus.json")
+    (recorded, loaded) = tables([case], scale=0.01, profiles=["fifo", "tiresias"], seeds=[4])
+    assert {(p.profile, p.seed) for p in recorded.points} == {("fifo", 4), ("tiresias", 4)}
+    assert loaded.load >= MIN_COMPRESSION
