@@ -34,36 +34,52 @@ What each column means (per row, mean ± sample standard deviation over its seed
   stopped to make room; `completed`: jobs that finished (admission control may
   reject some; their JCTs then cover fewer jobs).
 
-A sentence under a table that compares two profiles calls a difference of mean JCT
-no larger than the sum of the two rows' standard deviations a tie, and compares
-nothing with fewer than COMPARE_SEEDS seeds.
+A sentence under a table compares two profiles over their shared seeds, paired (a
+seed gives both the same jobs and machines): a mean per-seed difference of mean JCT
+no larger than the standard deviation of the per-seed differences is a tie, and no
+sentence compares rows with fewer than COMPARE_SEEDS seeds (`compare`).
 
-Budget (≤ 30 min of wall time on 2 cores). Measured on this 2-core machine while
-other work ran on it (load average about 3), on the first 10 % of each fortnight or
-week, in one process: the classic profiles (FIFO, SJF, SRTF, Tiresias, DRF,
-Optimus and the other one-stage orderings) replay 550–800 jobs per CPU-second at
-recorded load, DL2's network about 400, OASiS about 45 (its per-round pricing
-grows with the jobs waiting), the dual agent about 150. With arrivals compressed
-the classic profiles slow by about a third (more jobs wait at each round). The
-plan therefore runs, per trace, the classic profiles over 3 seeds at both loads,
-OASiS and the dual agent on the smaller traces only, and on the Philly fortnight
-(24,137 jobs) the classic profiles at both loads; ESTIMATED_SPEED holds the
-measured rates and `--estimate` prints the arithmetic for the current plan:
+Budget (≤ 30 min of wall time on 2 cores). Every figure below is CPU time of one
+run, measured with `run_point` on the whole trace on the 2-core development machine
+while other work kept it busy (load average 4–6: contention inflates CPU time, so
+these are upper figures; wall time was 2–4× longer than CPU time then). FIFO, jobs
+per CPU-second, at recorded / compressed arrivals (RATE):
 
-    Philly fortnight, 24,137 jobs: 16 classic profiles × 3 seeds × (recorded 35 s +
-      loaded 47 s) ≈ 3,900 CPU-s; dual agent and hetero-greedy at both loads, 1 seed
-      ≈ 400 CPU-s
-    Helios week, 4,089 jobs: 14 profiles × 3 seeds × 2 loads ≈ 500 CPU-s, OASiS ≈ 550
-    ITP cluster04 fortnight, 6,568 jobs: ≈ 800 CPU-s, OASiS ≈ 900
-    Alibaba fortnight, 2,782 jobs: all 18 profiles ≈ 700 CPU-s
-    pooled Helios (10,796) and Alibaba (6,203) traces, recorded load, classic, 3 seeds
-      ≈ 800 CPU-s; the pooled Philly (82,247 jobs) and ITP (56,652) traces take
-      2–4 min per classic run and are left to `arbiter sweep`
+    trace                          jobs     recorded        compressed      FIFO queueing
+    Philly fortnight             24,137   232 (104 s)     150 (~160 s)*   4,257 s / more
+    Helios Venus week             4,089   1,030 (4 s)     490 (8 s)       87 s / 2,745 s
+    ITP cluster04 fortnight       6,568   610 (11 s)      180 (37 s)      2,263 s / 42,181 s
+    Alibaba fortnight             2,782   5,600 (0.5 s)   1,400 (2 s)     2 s / 1,750 s
+    Helios Venus, pooled         10,796   1,870 (6 s)     320 (34 s)      6 s / 12,270 s
+    Alibaba, pooled               6,203   122 (51 s)      –               165,966 s / –
 
-about 8,500 CPU-s in all, i.e. about 71 min of one core or 35 min on two if the
-machine is shared; on a quiet machine the rates are about 1.3× those measured,
-which brings it under 30 minutes. Points are sent longest first so the two
-processes finish together.
+    (* extrapolated from the first 10 %; a long queue slows every round, so the
+    compressed rate falls with the queue.) Beside FIFO (RELATIVE_COST): the other
+    one-stage orderings cost about the same (Tiresias 0.8–1.0×, SRTF 0.7–1.0×),
+    DL2's network 1.5×, OASiS 3× (Alibaba, compressed) to 18× (Helios week,
+    recorded), the dual agent 32× (Alibaba, compressed).
+
+So the whole grid of 18 profiles × 3 seeds × 2 loads would take hours; the plan
+spends three seeds where the sentences compare and one elsewhere:
+
+    Philly fortnight     recorded: fifo, srtf, tiresias, spread × 1 seed     ≈   416 s
+                         ×1.25: fifo, tiresias × 3 seeds                     ≈   965 s
+    Helios Venus week    recorded: every profile but the mixed-type ones × 1  ≈   121 s
+                         ×1.25: fifo, fifo-backfill, sjf, srtf, tiresias,
+                                drf, optimus, spread × 3 seeds               ≈   200 s
+    ITP cluster04        recorded: every classic profile × 1 seed            ≈   167 s
+                         ×1.25: fifo, srtf, tiresias, spread × 3 seeds       ≈   438 s
+    Alibaba fortnight    both loads: all 18 profiles × 3 seeds (the dual
+                         agent on 1)                                         ≈   309 s
+    Helios pooled        recorded: every classic profile × 1 seed            ≈    89 s
+                         ×1.4: fifo, srtf, tiresias, spread × 3 seeds        ≈   405 s
+
+about 3,100 CPU-s, 26 min on the two processes at these (busy-machine) rates;
+`--estimate` prints the same arithmetic for whatever plan the options select.
+Points are sent longest first so the two processes finish together. Left out: the
+pooled Philly (82,247 jobs) and ITP (56,652) traces, minutes per run, and the
+pooled Alibaba release, whose pods hold the 44 GPUs for weeks so that FIFO's queue
+never drains (51 s per run); `arbiter sweep` runs any of them.
 """
 
 from __future__ import annotations
@@ -74,7 +90,7 @@ import platform
 import statistics
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +146,18 @@ MIN_COMPRESSION = 1.25
 QUEUE_THRESHOLD_S = 60.0
 """A table where FIFO's mean queueing stays under this "never queues"."""
 
-ESTIMATED_SPEED = {"": 650.0, "dl2": 400.0, "oasis": 45.0, "dual-agent": 150.0}
-"""Jobs per CPU-second measured at recorded load ("": every other profile); see the docstring."""
+RATE = {
+    "philly.2w-2017-10-02.csv": (232.0, 150.0),
+    "helios_venus.1w-2020-06-01.csv": (1030.0, 490.0),
+    "itp_cluster04.2w-day14.csv": (610.0, 180.0),
+    "alibaba_openb.2w-day135.csv": (5600.0, 1400.0),
+    "helios_venus.full.csv": (1870.0, 320.0),
+}
+"""Jobs per CPU-second of FIFO on the whole trace, at recorded and at compressed arrivals
+(measured; see the docstring). A long queue slows every round: the rate falls with it."""
 
-LOADED_SLOWDOWN = 1.35
-"""How much longer a run takes with arrivals compressed (more jobs wait at each round)."""
+RELATIVE_COST = {"oasis": 15.0, "dual-agent": 30.0, "dl2": 1.5}
+"""CPU time per job against FIFO's, measured beside it (see the docstring)."""
 
 
 def scheduling_profiles() -> list[str]:
@@ -150,19 +173,26 @@ def ordered_profiles(names: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Plan:
-    """Which profiles run, over which seeds (an empty `only`: every scheduling profile)."""
+    """Which profiles run over `seeds` (an empty `only`: every scheduling profile but
+    `skip`), and which run on the first seed only (`once`: shown, never compared)."""
 
     seeds: tuple[int, ...] = SEEDS
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    once: tuple[str, ...] = ()
 
-    def profiles(self, mixed_types: bool) -> list[str]:
-        names = list(self.only) or scheduling_profiles()
-        return [
-            n
-            for n in ordered_profiles(names)
-            if n not in self.skip and (mixed_types or n not in MIXED_ONLY)
-        ]
+    def runs(self, mixed_types: bool, seeds: Sequence[int] | None = None) -> list[tuple[str, int]]:
+        """(profile, seed) pairs, profiles in PREFERRED_ORDER; `seeds` overrides the plan's."""
+        chosen = list(seeds) if seeds is not None else list(self.seeds)
+        names = [n for n in (list(self.only) or scheduling_profiles()) if n not in self.skip]
+        names += [n for n in self.once if n not in names]
+        out = []
+        for name in ordered_profiles(names):
+            if name in MIXED_ONLY and not mixed_types:
+                continue
+            for seed in chosen[:1] if name in self.once and name not in self.only else chosen:
+                out.append((name, seed))
+        return out
 
 
 @dataclass(frozen=True)
@@ -172,63 +202,64 @@ class Case:
     trace: str
     cluster: str
     about: str
-    recorded: Plan = field(default_factory=Plan)
-    loaded: Plan | None = field(default_factory=Plan)
+    recorded: Plan
+    loaded: Plan | None
 
 
-CLASSIC_ONLY = Plan(skip=SLOW)
-LEAN = Plan(seeds=(0,), only=MIXED_ONLY)
+CORE = ("fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "drf", "optimus", "spread")
+"""The profiles the sentences compare (each against FIFO): three seeds on every loaded variant."""
+
+EVERY_ONCE = Plan(seeds=(0,), skip=(*SLOW, *MIXED_ONLY))
+"""Every other classic profile too, on one seed: shown beside the rest, never compared."""
+
+CORE_SEEDS = Plan(only=CORE)
+
+SANITY = Plan(only=("fifo", "srtf", "tiresias", "spread"))
+"""The directions every loaded window must show (SRTF and Tiresias below FIFO, spread
+placement above consolidated), over three seeds: for the pooled trace, where more is dear."""
 
 CASES: tuple[Case, ...] = (
     Case(
         "philly.2w-2017-10-02.csv",
         "philly.json",
         "the Philly fortnight (the trace's two busiest weeks) on 640 P100/P40 GPUs",
-        recorded=CLASSIC_ONLY,
-        loaded=CLASSIC_ONLY,
+        recorded=Plan(seeds=(0,), only=SANITY.only),
+        loaded=Plan(only=("fifo", "tiresias")),
     ),
     Case(
         "helios_venus.1w-2020-06-01.csv",
         "helios_venus.json",
         "a Helios Venus week on 760 V100s (the real 1,024 never queue this week)",
+        recorded=Plan(seeds=(0,), skip=MIXED_ONLY),
+        loaded=CORE_SEEDS,
     ),
     Case(
         "itp_cluster04.2w-day14.csv",
         "itp.json",
         "the ITP cluster04 fortnight on 704 V100s",
+        recorded=EVERY_ONCE,
+        loaded=SANITY,
     ),
     Case(
         "alibaba_openb.2w-day135.csv",
         "alibaba_openb.json",
         "the Alibaba fortnight on 44 GPUs of five types",
+        recorded=Plan(once=("dual-agent",)),
+        loaded=Plan(once=("dual-agent",)),
     ),
     Case(
         "helios_venus.full.csv",
         "helios_venus-full.json",
         "the whole Helios Venus slice (20 days) at Venus's real size, 1,024 V100s",
-        recorded=CLASSIC_ONLY,
-        loaded=None,
-    ),
-    Case(
-        "alibaba_openb.full.csv",
-        "alibaba_openb.json",
-        "the whole Alibaba release (149 days) on 44 GPUs of five types",
-        recorded=CLASSIC_ONLY,
-        loaded=None,
+        recorded=EVERY_ONCE,
+        loaded=SANITY,
     ),
 )
-"""The pooled Philly (82,247 jobs) and ITP (56,652) traces take minutes per run and do not
-fit the budget; `arbiter sweep --case TRACE CLUSTER` runs them."""
-
-# The mixed-type profiles are cheap only where the trace is: on the Philly fortnight they
-# run on one seed, as a table of their own under the classic ones (see `tables`).
-PHILLY_MIXED = Case(
-    "philly.2w-2017-10-02.csv",
-    "philly.json",
-    "the Philly fortnight, GPU-type-aware profiles (one seed: no comparison is drawn)",
-    recorded=LEAN,
-    loaded=LEAN,
-)
+"""The pooled Philly (82,247 jobs) and ITP (56,652) traces take minutes per run, and the whole
+Alibaba release (6,203 jobs, pods that hold GPUs for weeks: FIFO waits 46 h on average at
+recorded arrivals) about 50 CPU-s per run; they do not fit the budget, and
+`arbiter sweep --case TRACE CLUSTER` runs them. The GPU-type-aware
+profiles (MIXED_ONLY) run where they are cheap, on the Alibaba fortnight's five types."""
 
 
 @dataclass(frozen=True)
@@ -313,7 +344,6 @@ def tables(
                 )
             )
         for load, plan, label, why in variants:
-            names = [n for n in plan.profiles(mixed) if profiles is None or n in profiles]
             points = tuple(
                 Point(
                     trace=str(trace_path),
@@ -323,8 +353,8 @@ def tables(
                     max_jobs=max_jobs,
                     load=load,
                 )
-                for name in names
-                for seed in (seeds if seeds is not None else plan.seeds)
+                for name, seed in plan.runs(mixed, seeds)
+                if profiles is None or name in profiles
             )
             if points:
                 heading = f"`{case.trace}` on `{case.cluster}`, {label}"
@@ -333,9 +363,10 @@ def tables(
 
 
 def estimate_s(point: Point, jobs: int) -> float:
-    """CPU-seconds a point should take, from the measured rates (ESTIMATED_SPEED)."""
-    speed = ESTIMATED_SPEED.get(point.profile, ESTIMATED_SPEED[""])
-    return jobs / speed * (LOADED_SLOWDOWN if point.load > 1.0 else 1.0)
+    """CPU-seconds a point should take, from the measured rates (RATE)."""
+    recorded, loaded = RATE.get(Path(point.trace).name, (180.0, 180.0))
+    rate = loaded if point.load > 1.0 else recorded
+    return jobs / rate * RELATIVE_COST.get(point.profile, 1.0)
 
 
 def _jobs(point: Point) -> int:
@@ -676,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_runner_arguments(parser, default_processes=2, what="simulations")
     args = parser.parse_args(argv)
-    cases = [*CASES[:1], PHILLY_MIXED, *CASES[1:]]
+    cases = list(CASES)
     if args.trace:
         cases = [c for c in cases if c.trace in args.trace]
     plan = tables(cases, args.scale, args.profile, args.seeds)
