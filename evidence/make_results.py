@@ -447,6 +447,11 @@ def _sd(s: Summary, key: str) -> float:
     return 0.0 if value is None or math.isnan(value) else value
 
 
+def _whole(s: Summary, key: str) -> str:
+    """The mean to whole units (+ 0.0: float noise rounds to -0, which is 0)."""
+    return f"{round(_m(s, key)) + 0.0:,.0f}"
+
+
 def complete(s: Summary) -> bool:
     """Whether every seed's run completed every job (rejecting profiles average fewer)."""
     return s.mean.get("avg_jct_s") is not None and _m(s, "jobs_completed") == _m(s, "jobs")
@@ -473,7 +478,7 @@ def compare(a: Summary, b: Summary, key: str = "avg_jct_s") -> tuple[str, str]:
     standard deviations.
     """
     ma, mb = _m(a, key), _m(b, key)
-    change = f"{100 * (ma / mb - 1.0):+.1f} %" if mb else "n/a"
+    change = f"{100 * (ma / mb - 1.0) + 0.0:+.1f} %" if mb else "n/a"
     seeds = min(a.seeds, b.seeds)
     if seeds < COMPARE_SEEDS:
         return "few seeds", f"{change} on {seeds} seed(s), too few to call"
@@ -487,9 +492,12 @@ def compare(a: Summary, b: Summary, key: str = "avg_jct_s") -> tuple[str, str]:
         difference, margin = ma - mb, _sd(a, key) + _sd(b, key)
         how = "summed over the two rows"
     if abs(difference) <= margin:
-        return "tie", f"a tie ({change}, within the spread of ±{fmt(margin)} s, {how})"
+        return "tie", f"a tie ({change}, within the spread of ±{margin:,.0f} s, {how})"
     word = "lower" if difference < 0 else "higher"
-    return word, f"{word} ({change}, beyond the spread of ±{fmt(margin)} s, {how})"
+    return word, (
+        f"{word} by {abs(difference):,.0f} s ({change}, beyond the spread of ±{margin:,.0f} s, "
+        f"{how})"
+    )
 
 
 def observations(summaries: Sequence[Summary]) -> list[str]:
@@ -514,12 +522,16 @@ def observations(summaries: Sequence[Summary]) -> list[str]:
             f"FIFO queues: mean queueing {fmt(_m(fifo, 'avg_queue_s'))} s, mean JCT "
             f"{_m(fifo, 'jct_vs_bound'):.2f}× the bound."
         )
-    best = min(full, key=lambda s: _m(s, "avg_jct_s"))
-    ties = [s.setting["profile"] for s in full if s is not best and compare(s, best)[0] == "tie"]
+    # Rows over enough seeds to compare, when there are any (one-seed rows are only shown).
+    seeded = [s for s in full if s.seeds >= COMPARE_SEEDS] or full
+    best = min(seeded, key=lambda s: _m(s, "avg_jct_s"))
+    ties = [s.setting["profile"] for s in seeded if s is not best and compare(s, best)[0] == "tie"]
     line = (
         f"Lowest mean JCT among profiles that ran every job: **{best.setting['profile']}** "
         f"({_m(best, 'jct_vs_bound'):.2f}× the bound)"
     )
+    if best.seeds < COMPARE_SEEDS:
+        line += f", on {best.seeds} seed(s): shown, not compared"
     if ties:
         line += "; tied with it within the spread: " + ", ".join(ties)
     out.append(line + ".")
@@ -530,8 +542,8 @@ def observations(summaries: Sequence[Summary]) -> list[str]:
                 continue
             _, said = compare(s, fifo)
             out.append(
-                f"{name} vs fifo: mean JCT {said}; mean queueing {fmt(_m(s, 'avg_queue_s'))} s "
-                f"vs {fmt(_m(fifo, 'avg_queue_s'))} s; {fmt(_m(s, 'preemptions'))} preemptions."
+                f"{name} vs fifo: mean JCT {said}; mean queueing {_whole(s, 'avg_queue_s')} s vs "
+                f"{_whole(fifo, 'avg_queue_s')} s; {_whole(s, 'preemptions')} preemptions."
             )
         spread = by.get("spread")
         if spread is not None and complete(spread):
@@ -638,8 +650,11 @@ def render(results: Sequence[Result], wall_s: float, runs_s: float, scale: float
         + " from an empty cluster, at recorded arrivals and with arrivals compressed as "
         "each heading states. `JCT ÷ bound` is mean JCT over the mean recorded duration "
         "of the completed jobs (a rigid job cannot finish faster); the columns are defined "
-        "in `evidence/make_results.py` and docs/simulator.md. A difference no larger than "
-        "the sum of two rows' standard deviations is called a tie.",
+        "in `evidence/make_results.py` and docs/simulator.md. Sentences compare two "
+        "profiles over their shared seeds, paired (a seed gives both the same jobs and "
+        "machines): a mean per-seed difference no larger than the standard deviation of "
+        "the per-seed differences is called a tie, and rows with fewer than "
+        f"{COMPARE_SEEDS} seeds are not compared.",
         "",
         "| table | why |",
         "|---|---|",
