@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -487,18 +486,14 @@ def test_running_jobs_outside_oasis_load_the_prices_for_their_remaining_time() -
     assert market.used[:, 0, 0].tolist() == [2, 2, 2, 0, 0, 0]
 
 
-def test_oasis_decides_the_large_example_in_reasonable_time() -> None:
+def test_oasis_decides_the_large_example_admitting_most_of_its_backlog() -> None:
+    # Its speed is a benchmark (`make bench-engine`), not asserted here.
     path = Path(__file__).resolve().parents[2] / "examples" / "large.json"
     snapshot = decode_snapshot(path.read_text())
     profile = load_profiles(REGISTRY)["oasis"]
-    started = time.perf_counter()
     outcome = Pipeline.build(profile, REGISTRY).run(snapshot)
-    elapsed = time.perf_counter() - started
 
     assert_valid_decision(snapshot, outcome.decision)
     assert len(outcome.decision.admission) > 500
     assert sum(a.admitted for a in outcome.decision.admission) > 500
-    # Measured at about 2.5 s on a 2-core machine (799 arrivals at once); the bound
-    # only catches a blow-up.
-    assert elapsed < 30.0, f"{elapsed:.1f} s"
     assert len(orjson.dumps(outcome.state)) < 2_000_000
