@@ -629,7 +629,9 @@ class _Allocation:
                     continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
-        placement = self._explain_all()
+        placement = self._entries()
+        if self.rnd.explain:
+            self._explain_all()
         preempted = tuple(JobNote(job_id=i, reason=r) for i, r in self.preempted.items())
         pending = (
             tuple(JobNote(job_id=i, reason=r) for i, r in self.pending.items())
@@ -897,19 +899,12 @@ class _Allocation:
                 self.details[job.id] = outcome.details
         return outcome
 
-    def _explain_all(self) -> tuple[PlacementEntry, ...]:
-        """Explain every job of the order; return the placement entries, in that order.
-
-        One walk for both: it visits every job of every round, running ones included.
-        Without explanations (:meth:`Pipeline.run`'s `explain`) only the entries.
-        """
-        if not self.rnd.explain:
-            return self._entries()
+    def _explain_all(self) -> None:
+        """Explain every job of the order (not asked for by :meth:`Pipeline.run`'s
+        `explain=False`). It visits every job of every round, running ones included."""
         explanations = self.rnd.explanations
         held = self.rnd.held_gpus
         preempted, pending, placement = self.preempted, self.pending, self.placement
-        details = self.details
-        entries: list[PlacementEntry] = []
         # Most jobs share a handful of reasons ("keeps running: 1 GPUs on 1 node"):
         # formatted once per decision, not once per job.
         wheres: dict[tuple[int, int], str] = {}
@@ -924,13 +919,6 @@ class _Allocation:
         for job in self.ordered:
             job_id = job.id
             assignments = placement.get(job_id)
-            if assignments is not None:
-                extra = details.get(job_id)
-                entries.append(
-                    PlacementEntry(job_id=job_id, assignments=assignments)
-                    if extra is None
-                    else PlacementEntry(job_id=job_id, assignments=assignments, details=extra)
-                )
             if job_id in preempted:
                 status, reason = was_preempted, preempted[job_id]
             elif job_id in pending:
@@ -965,10 +953,9 @@ class _Allocation:
             else:
                 continue
             explanations[job_id] = JobExplanation(job_id=job_id, status=status, reason=reason)
-        return tuple(entries)
 
     def _entries(self) -> tuple[PlacementEntry, ...]:
-        """The placement entries of :meth:`_explain_all`, in the same order, alone."""
+        """Every job that runs after the decision, in the order's order."""
         placement, details = self.placement, self.details
         entries: list[PlacementEntry] = []
         for job in self.ordered:
