@@ -40,7 +40,7 @@ import httpx
 import orjson
 
 from evidence.bench import is_loopback
-from evidence.runner import EXAMPLES, ROOT, percentile
+from evidence.runner import EXAMPLES, ROOT, percentile, wait_until_ready
 
 READY_TIMEOUT_S = 120.0
 
@@ -105,7 +105,7 @@ def embedded_service(decision_threads: int | None) -> Iterator[str]:
             )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            wait_until_ready(url, server, log_path)
+            wait_until_ready(url, server, log_path, READY_TIMEOUT_S)
             yield url
         finally:
             if server.poll() is None:
@@ -115,18 +115,6 @@ def embedded_service(decision_threads: int | None) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     server.kill()
                     server.wait()
-
-
-def wait_until_ready(url: str, server: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"arbiter serve exited before it was ready:\n{log_path.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        time.sleep(0.5)
-    raise SystemExit(f"arbiter serve was not ready within {READY_TIMEOUT_S:.0f}s")
 
 
 def measure(url: str, body: bytes, duration_s: float, interval_s: float) -> tuple[Samples, Samples]:

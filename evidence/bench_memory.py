@@ -46,7 +46,16 @@ from pathlib import Path
 
 import httpx
 
-from evidence.runner import EXAMPLES, ROOT, add_json, add_quiet, command_line, progress, write_json
+from evidence.runner import (
+    EXAMPLES,
+    ROOT,
+    add_json,
+    add_quiet,
+    command_line,
+    progress,
+    wait_until_ready,
+    write_json,
+)
 from simulator.paths import shared_dir
 
 BASELINE_REQUESTS = 100
@@ -104,24 +113,7 @@ def running_service(ready_timeout_s: float) -> Iterator[tuple[str, int]]:
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(
-                    f"arbiter serve exited ({server.returncode}) before it was ready:\n"
-                    + log_path.read_text(errors="replace")[-4000:]
-                )
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"arbiter serve was not ready within {ready_timeout_s:g} s:\n"
-                    + log_path.read_text(errors="replace")[-4000:]
-                )
-            time.sleep(0.5)
+        wait_until_ready(url, server, log_path, ready_timeout_s)
         yield url, server.pid
     finally:
         if server.poll() is None:

@@ -53,7 +53,7 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from evidence.bench_memory import MIB, free_loopback_port, rss_bytes
-from evidence.runner import EXAMPLES, ROOT, add_json, command_line, write_json
+from evidence.runner import EXAMPLES, ROOT, add_json, command_line, wait_until_ready, write_json
 from storage.db import normalize_database_url
 from tests.servers import ThrowawayPostgres, ThrowawayRedis
 
@@ -108,21 +108,11 @@ def service(env: dict[str, str], workdir: Path) -> Iterator[tuple[str, subproces
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--log-level", "warning"]
-    with (workdir / "server.log").open("wb") as log:
+    log_path = workdir / "server.log"
+    with log_path.open("wb") as log:
         server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"arbiter serve exited ({server.returncode}); see server.log")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("arbiter serve was not ready within 120 s")
-            time.sleep(0.5)
+        wait_until_ready(url, server, log_path, 120.0)
         yield url, server
     finally:
         server.terminate()

@@ -9,6 +9,7 @@ all repeated lives here. Importing this module imports nothing of the project, s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import subprocess
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 from evidence.results_sections import splice
 
@@ -128,3 +131,26 @@ def write_section(path: Path, name: str, body: str, wall_s: float | None = None)
     splice(path, name, body)
     took = "" if wall_s is None else f" in {wall_s / 60:.1f} min"
     print(f"wrote section {name!r} of {path}{took}", file=sys.stderr)
+
+
+def wait_until_ready(
+    url: str, server: subprocess.Popen[bytes], log_path: Path, timeout_s: float
+) -> None:
+    """Poll `GET /readyz` of a started `arbiter serve` until it answers 200; exit with
+    the tail of its log if the process ends or `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.poll() is not None:
+            raise SystemExit(
+                f"arbiter serve exited ({server.returncode}) before it was ready:\n"
+                + log_path.read_text(errors="replace")[-4000:]
+            )
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"arbiter serve was not ready within {timeout_s:g} s:\n"
+                + log_path.read_text(errors="replace")[-4000:]
+            )
+        time.sleep(0.5)
