@@ -56,6 +56,10 @@ class EpisodeSpec:
     """Model families drawn for the jobs (:class:`simulator.workload.WorkloadOptions`)."""
     seed: int = 0
     """Fills the workload options and draws the machines' speed variation."""
+    restarts: bool = True
+    """Whether a restarted job (preempted or resized) loses its model's restart time
+    (:class:`simulator.perf.PerfOptions`); False: re-allocation costs nothing, as DL2's
+    paper has it (its MXNet mechanism adds and removes workers and servers in place)."""
     given_jobs: tuple[JobSpec, ...] | None = None
     """Jobs given outright (:meth:`from_jobs`); then `trace` is only a label, and the
     workload options and `start` do not apply."""
@@ -121,7 +125,7 @@ class EpisodeSpec:
         return Simulation(
             self.job_specs(),
             self.cluster_spec(),
-            perf=PerfOptions(),
+            perf=PerfOptions(restarts=self.restarts),
             options=SimOptions(record_timeseries=False),
             seed=self.seed,
         )
