@@ -1,7 +1,7 @@
 """Evidence for OASiS: total utility against accept-all FIFO and DRF, beside the paper's claim.
 
-    .venv/bin/python -m evidence.evidence_oasis                # section `oasis` of docs/results.md
-    .venv/bin/python -m evidence.evidence_oasis --max-jobs 300 --out /tmp/results.md   # quick look
+    .venv/bin/python -m evidence.evidence_oasis --processes 2  # section `oasis` of docs/results.md
+    .venv/bin/python -m evidence.evidence_oasis --max-jobs 300 --seeds 0 --out /tmp/results.md
 
 Bao, Peng, Wu and Li, *Online Job Scheduling in Distributed Machine Learning
 Clusters* (INFOCOM 2018) admit a job only when its utility beats the priced cost
@@ -23,8 +23,12 @@ DRF (`drf`).
   arrival and ran exactly its recorded time. No schedule earns more (machine
   speed variation aside), so it bounds the offline optimum that the competitive
   ratio speaks of.
-* Every run uses the measured performance model and seed 0, the in-process
-  engine with OASiS's state kept between rounds as the service keeps it.
+* Every case runs over seeds 0–2 (the seed draws the jobs' model families,
+  priorities and machine speeds), with the measured performance model and the
+  in-process engine, OASiS's state kept between rounds as the service keeps it.
+  A comparison is read over the seeds, paired: a mean per-seed difference no
+  larger than the standard deviation of the per-seed differences is a tie (the
+  rule of `make results`). The runs are independent tasks on `--processes N`.
 
 The section is written with `results_sections.splice`, so `make_results.py`
 keeps it when it regenerates the rest of the file. The run is deterministic.
@@ -34,9 +38,11 @@ from __future__ import annotations
 
 import math
 import platform
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
@@ -47,11 +53,13 @@ from simulator.metrics import SimulationResult
 from simulator.paths import clusters_dir, traces_dir
 from simulator.report import fmt
 from simulator.runner import RunConfig, build_simulation
+from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from simulator.traces import TraceJob, compress_arrivals, read_trace
 from simulator.workload import UTILITY_HORIZON, WorkloadOptions, make_jobs
 
 SECTION = "oasis"
 PROFILES = ("oasis", "fifo", "drf")
+SEEDS = (0, 1, 2)
 UtilityForm = Literal["sigmoid", "step"]
 UtilityValue = Literal["gpu-hours", "priority"]
 TRACE = "alibaba_openb.2w-day135.csv"
@@ -140,6 +148,7 @@ def alpha(state: dict[str, Any]) -> tuple[float, str]:
 @dataclass
 class Run:
     profile: str
+    seed: int
     metrics: dict[str, Any]
     reference: float
     alpha: float | None = None
@@ -162,90 +171,164 @@ def _rejections(run: Run, result: SimulationResult) -> None:
             run.rejected_short += 1
 
 
-def run_case(
-    rows: Sequence[TraceJob], cluster: ClusterSpec, case: Case, seed: int
-) -> tuple[list[Run], Load]:
-    trace = compress_arrivals(rows, case.load)
-    load = offered_load(trace, cluster.training_gpus())
+@cache
+def trace_rows(max_jobs: int | None) -> tuple[TraceJob, ...]:
+    return tuple(read_trace(traces_dir() / TRACE, max_jobs))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation: a case, a seed, a profile."""
+
+    case: Case
+    seed: int
+    profile: str
+    max_jobs: int | None = None
+
+
+def run_point(point: Point) -> Run:
+    """Simulate one point (a top-level function of picklable inputs, for the runner)."""
+    case, seed = point.case, point.seed
+    cluster = load_cluster(clusters_dir() / CLUSTER)
+    trace = compress_arrivals(trace_rows(point.max_jobs), case.load)
     config = RunConfig(
         seed=seed, workload=WorkloadOptions(utility=case.form, utility_value=case.value)
     )
     jobs = make_jobs(trace, config.workload, seed=seed)
-    runs: list[Run] = []
-    for name in PROFILES:
-        decider = EngineDecider.named(name)
-        result = build_simulation(jobs, cluster, config).run(decider)
-        run = Run(name, result.metrics, no_wait_utility(result))
-        _rejections(run, result)
-        kept = decider.state.get("oasis")
-        if isinstance(kept, dict):
-            run.alpha, run.alpha_resource = alpha(kept)
-        runs.append(run)
-        print(
-            f"  {case.label} {name}: utility {result.metrics['utility']:.1f}, "
-            f"{result.metrics['sim_wall_s']:.0f} s",
-            file=sys.stderr,
-        )
-    return runs, load
+    decider = EngineDecider.named(point.profile)
+    result = build_simulation(jobs, cluster, config).run(decider)
+    run = Run(point.profile, seed, result.metrics, no_wait_utility(result))
+    _rejections(run, result)
+    kept = decider.state.get("oasis")
+    if isinstance(kept, dict):
+        run.alpha, run.alpha_resource = alpha(kept)
+    print(
+        f"  {case.label} {point.profile} seed {seed}: utility "
+        f"{result.metrics['utility']:.1f}, {result.metrics['sim_wall_s']:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return run
+
+
+def case_load(rows: Sequence[TraceJob], cluster: ClusterSpec, case: Case) -> Load:
+    return offered_load(compress_arrivals(rows, case.load), cluster.training_gpus())
 
 
 def _pct(a: float, b: float) -> str:
     return f"{100.0 * (a / b - 1.0):+.1f} %" if b else "–"
 
 
+def _mean(runs: Sequence[Run], key: str) -> float | None:
+    values = [float(r.metrics[key]) for r in runs if r.metrics[key] is not None]
+    return statistics.fmean(values) if values else None
+
+
+def _count(value: float | None) -> str:
+    """A count, or a mean of counts over seeds (one decimal where it is not whole)."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def _utility(run: Run) -> float:
+    return float(run.metrics["utility"])
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f" ± {fmt(statistics.stdev(values))}" if len(values) > 1 else ""
+
+
 def table(runs: Sequence[Run]) -> list[str]:
+    """One row per profile: means over seeds (utility with its standard deviation)."""
     lines = [
-        "| profile | utility | share of reference | completed | rejected | unfinished "
+        "| profile | seeds | utility | share of reference | completed | rejected | unfinished "
         "| avg JCT (s) | p95 JCT (s) | avg queueing (s) | GPU util. | sim (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for run in runs:
-        m = run.metrics
-        share = m["utility"] / run.reference if run.reference else 0.0
-        queue = max(0.0, m["avg_queue_s"]) if m["avg_queue_s"] is not None else None
+    for profile, mine in _by(runs).items():
+        utilities = [_utility(r) for r in mine]
+        share = statistics.fmean(_utility(r) / r.reference for r in mine if r.reference)
+        queue = _mean(mine, "avg_queue_s")
+        waited = max(0.0, queue) if queue is not None else None
         lines.append(
-            f"| {run.profile} | {fmt(float(m['utility']))} | {100 * share:.1f} % "
-            f"| {m['jobs_completed']:,} | {m['jobs_rejected']:,} | {m['jobs_unfinished']:,} "
-            f"| {fmt(m['avg_jct_s'])} | {fmt(m['p95_jct_s'])} | {fmt(queue)} "
-            f"| {m['gpu_utilization']:.3f} | {m['sim_wall_s']:.0f} |"
+            f"| {profile} | {len(mine)} | {fmt(statistics.fmean(utilities))}"
+            f"{_spread(utilities)} | {100 * share:.1f} % "
+            f"| {_count(_mean(mine, 'jobs_completed'))} | {_count(_mean(mine, 'jobs_rejected'))} "
+            f"| {_count(_mean(mine, 'jobs_unfinished'))} | {fmt(_mean(mine, 'avg_jct_s'))} "
+            f"| {fmt(_mean(mine, 'p95_jct_s'))} | {fmt(waited)} "
+            f"| {_mean(mine, 'gpu_utilization') or 0.0:.3f} | {fmt(_mean(mine, 'sim_wall_s'))} |"
         )
     return lines
 
 
-def _by(runs: Sequence[Run]) -> dict[str, Run]:
-    return {r.profile: r for r in runs}
+def _by(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """Runs by profile (in PROFILES order), each list by seed."""
+    return {
+        name: sorted((r for r in runs if r.profile == name), key=lambda r: r.seed)
+        for name in PROFILES
+        if any(r.profile == name for r in runs)
+    }
+
+
+def compare(runs: Sequence[Run], other: str) -> tuple[str, float, float, int]:
+    """OASiS's utility against `other`'s, paired by seed: (verdict, mean difference, SD of
+    the differences, seeds). "more" or "less" only beyond the SD; else "a tie"."""
+    by = _by(runs)
+    theirs = {r.seed: _utility(r) for r in by[other]}
+    diffs = [_utility(r) - theirs[r.seed] for r in by["oasis"] if r.seed in theirs]
+    mean = statistics.fmean(diffs)
+    spread = statistics.stdev(diffs) if len(diffs) > 1 else math.inf
+    word = "a tie" if abs(mean) <= spread else ("more" if mean > 0 else "less")
+    return word, mean, spread, len(diffs)
 
 
 def reading(runs: Sequence[Run]) -> list[str]:
     """What one table says, computed from it."""
     by = _by(runs)
     oasis = by["oasis"]
-    u = float(oasis.metrics["utility"])
+    u = statistics.fmean(_utility(r) for r in oasis)
     out: list[str] = []
     for other in ("fifo", "drf"):
-        b = float(by[other].metrics["utility"])
-        verdict = "more" if u > b else "less"
+        b = statistics.fmean(_utility(r) for r in by[other])
+        word, mean, spread, seeds = compare(runs, other)
+        margin = f"±{fmt(spread)}" if math.isfinite(spread) else "no spread on one seed"
         out.append(
-            f"oasis earns {verdict} utility than accept-all {other}: {fmt(u)} vs {fmt(b)} "
-            f"({_pct(u, b)})."
+            f"oasis earns {word} utility than accept-all {other}: {fmt(u)} vs {fmt(b)} "
+            f"({_pct(u, b)}; mean per-seed difference {mean:+,.0f}, {margin}, "
+            f"{seeds} seed(s))."
         )
-    m = oasis.metrics
-    if m["jobs_rejected"]:
+    rejected = statistics.fmean(float(r.metrics["jobs_rejected"]) for r in oasis)
+    if rejected:
+        jobs = oasis[0].metrics["jobs"]
+        long = statistics.fmean(r.rejected_long for r in oasis)
+        short = statistics.fmean(r.rejected_short for r in oasis)
+        completed = statistics.fmean(float(r.metrics["jobs_completed"]) for r in oasis)
         out.append(
-            f"oasis rejects {m['jobs_rejected']:,} of {m['jobs']:,} jobs: "
-            f"{oasis.rejected_long:,} run longer than its one-week horizon, "
-            f"{oasis.rejected_short:,} are worth nothing or little at the end of the 30-minute "
+            f"oasis rejects {_count(rejected)} of {jobs:,} jobs (mean over seeds): "
+            f"{_count(long)} run longer than its one-week horizon, "
+            f"{_count(short)} are worth nothing or little at the end of the 30-minute "
             "slot they would finish in (twice their run time is under a slot), the rest "
             "cannot pay for GPU-time at the prices of their arrival. Its JCT and queueing "
-            f"average the {m['jobs_completed']:,} it ran, so they are not comparable with the "
+            f"average the {_count(completed)} it ran, so they are not comparable with the "
             "accept-all runs'."
         )
-    if oasis.alpha is not None and oasis.reference and u > 0:
+    alphas = [r.alpha for r in oasis if r.alpha is not None]
+    references = [r.reference for r in oasis if r.reference]
+    if alphas and references and u > 0:
+        worst = max(alphas)
+        span = (
+            f"{worst:.1f}"
+            if f"{min(alphas):.1f}" == f"{worst:.1f}"
+            else (f"{min(alphas):.1f}–{worst:.1f}")
+        )
+        share = statistics.fmean(_utility(r) / r.reference for r in oasis if r.reference)
         out.append(
-            f"Competitive ratio: OASiS's final price bounds give α = {oasis.alpha:.1f} "
-            f"(ln U/L of {oasis.alpha_resource}), so the paper's bound promises at least "
-            f"1/(2α) = {100 / (2 * oasis.alpha):.1f} % of the offline optimum; it earns "
-            f"{100 * u / oasis.reference:.1f} % of the reference, which is at least the optimum."
+            f"Competitive ratio: OASiS's final price bounds give α = {span} over the "
+            f"seeds (ln U/L of "
+            f"{oasis[0].alpha_resource}), so the paper's bound promises at least "
+            f"1/(2α) = {100 / (2 * worst):.1f} % of the offline optimum; it earns "
+            f"{100 * share:.1f} % of the reference, which is at least the optimum."
         )
     return out
 
@@ -258,7 +341,7 @@ def render(
     rows: Sequence[TraceJob],
     cluster: ClusterSpec,
     wall_s: float,
-    seed: int,
+    seeds: Sequence[int],
 ) -> str:
     jobs = len(rows)
     params = OasisParams()
@@ -277,8 +360,10 @@ def render(
         "schedulers that accept every job, and report it higher. Here: `oasis` against "
         "`fifo` and `drf` (both accept every job) on the same jobs and cluster. "
         f"Trace `{TRACE}`, all {jobs:,} jobs, on `{CLUSTER}` "
-        f"({cluster.training_gpus():,} GPUs): {WHY}. Measured performance model, seed "
-        f"{seed}, rigid jobs as recorded, OASiS with its default parameters (30-minute "
+        f"({cluster.training_gpus():,} GPUs): {WHY}. Measured performance model, seeds "
+        f"{', '.join(str(s) for s in seeds)} (each draws the jobs' model families, "
+        "priorities and machine speeds; a table shows means over them, utility ± its "
+        "standard deviation), rigid jobs as recorded, OASiS with its default parameters (30-minute "
         "slots, one-week horizon) and its state kept between rounds as the service keeps "
         "it. Utilities come from the workload options `--utility` and `--utility-value` "
         "(simulator/workload.py): `sigmoid` is worth V/2 at twice the job's recorded run "
@@ -289,7 +374,9 @@ def render(
         "started on arrival: no schedule earns more (up to machine-speed variation of a "
         "few per cent), so it also bounds the offline optimum. Arrivals are at the "
         "recorded times (x1) or compressed (gaps divided by the factor) to overload the "
-        "cluster.",
+        "cluster. A sentence compares OASiS with a baseline over the seeds, paired: a "
+        "mean per-seed difference no larger than the standard deviation of the "
+        "per-seed differences is a tie.",
         "",
         "| case | arrivals span (h) | peak demand if no job waited (GPUs) "
         "| mean demand (GPUs) | hours demand exceeds the cluster |",
@@ -320,28 +407,25 @@ def render(
 
 def summary(results: Sequence[Result], longest: tuple[int, float]) -> list[str]:
     """How the claim and the paper's guarantee show up, computed over every table."""
-    wins: list[str] = []
-    losses: list[str] = []
+    verdicts: dict[str, list[str]] = {"more": [], "less": [], "a tie": []}
     for case, _, runs in results:
-        by = _by(runs)
-        u = by["oasis"].metrics["utility"]
         for other in ("fifo", "drf"):
-            (wins if u > by[other].metrics["utility"] else losses).append(
-                f"{case.label} vs {other}"
-            )
+            verdicts[compare(runs, other)[0]].append(f"{case.label} vs {other}")
+    wins, losses, ties = verdicts["more"], verdicts["less"], verdicts["a tie"]
     cap = OasisParams().max_price_ratio
     alphas = sorted({round(r.alpha, 1) for *_, runs in results for r in runs if r.alpha})
     shares = [
-        _by(runs)["oasis"].metrics["utility"] / _by(runs)["oasis"].reference
+        statistics.fmean(_utility(r) / r.reference for r in _by(runs)["oasis"] if r.reference)
         for *_, runs in results
-        if _by(runs)["oasis"].reference
     ]
     return [
         "### Reading",
         "",
         f"* oasis earns more total utility than the accept-all baseline in {len(wins)} of "
-        f"{len(wins) + len(losses)} comparisons"
-        + (f"; not in: {'; '.join(losses)}." if losses else "."),
+        f"{len(wins) + len(losses) + len(ties)} comparisons over the seeds"
+        + (f"; less in: {'; '.join(losses)}" if losses else "")
+        + (f"; a tie in: {'; '.join(ties)}" if ties else "")
+        + ".",
         "* **Where admission pays.** With arrivals compressed the cluster is overloaded: "
         "under FIFO and DRF every job joins the queue and waits, and with utility falling "
         "in the wait many finish worth little. OASiS prices GPU-time by how much of it is "
@@ -394,20 +478,37 @@ def summary(results: Sequence[Result], longest: tuple[int, float]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = command_line(__doc__)
     add_out(parser)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        default=",".join(str(s) for s in SEEDS),
+        help="Comma-separated seeds (default: %(default)s).",
+    )
     parser.add_argument(
         "--max-jobs", type=int, default=None, help="Only the first N jobs (quick looks)."
     )
+    add_runner_arguments(parser, default_processes=1, what="simulations")
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     cluster = load_cluster(clusters_dir() / CLUSTER)
-    rows = read_trace(traces_dir() / TRACE, args.max_jobs)
+    rows = trace_rows(args.max_jobs)
     clock = Stopwatch()
-    results: list[Result] = []
-    for case in CASES:
-        runs, load = run_case(rows, cluster, case, args.seed)
-        results.append((case, load, runs))
+    points = [
+        Point(case, seed, profile, args.max_jobs)
+        for case in CASES
+        for seed in seeds
+        for profile in PROFILES
+    ]
+    runs = runner_from_args(args, len(points)).map(run_point, points)
+    results: list[Result] = [
+        (
+            case,
+            case_load(rows, cluster, case),
+            [r for p, r in zip(points, runs, strict=True) if p.case == case],
+        )
+        for case in CASES
+    ]
     wall = clock.wall_s
-    write_section(args.out, SECTION, render(results, rows, cluster, wall, args.seed), wall)
+    write_section(args.out, SECTION, render(results, rows, cluster, wall, seeds), wall)
     return 0
 
 
