@@ -67,8 +67,8 @@ results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and S
 results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, ideal) and ITP cluster04 over 3 seeds (~6 min)
 	$(BIN)/python -m evidence.evidence_tiresias
 
-results-aryl: $(STAMP) ## Aryl vs static with capacity loaning (section of docs/results.md, ~6 min)
-	$(BIN)/python -m evidence.evidence_aryl
+results-aryl: $(STAMP) ## Aryl vs static with capacity loaning, seeds 0-2 (section of docs/results.md, ~15 min)
+	$(BIN)/python -m evidence.evidence_aryl --processes 2
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
 	$(BIN)/python -m evidence.evidence_dl2
