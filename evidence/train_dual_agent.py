@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gp-fit-episodes", type=int, default=defaults.gp_fit_episodes)
     parser.add_argument("--jct-weight", type=float, default=defaults.jct_weight)
     parser.add_argument("--attitude-fit-passes", type=int, default=defaults.attitude_fit_passes)
+    parser.add_argument(
+        "--attitude-fit-criterion",
+        choices=("objective", "weakest-margin"),
+        default=defaults.attitude_fit_criterion,
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", choices=("joint", "ordering", "placement"), default="joint")
     parser.add_argument("--combine", nargs=2, type=Path, metavar=("ORDERING", "PLACEMENT"))
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         gp_fit_episodes=args.gp_fit_episodes,
         jct_weight=args.jct_weight,
         attitude_fit_passes=args.attitude_fit_passes,
+        attitude_fit_criterion=args.attitude_fit_criterion,
     )
     result = train_dual_agent(
         None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -12,9 +13,11 @@ from pettingzoo.test import parallel_api_test
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dual_agent.attitude_fit import (
     attitude,
+    criterion,
     fit_attitude,
     fit_runs,
     objective,
+    paired_margin,
     set_attitude,
 )
 from training.dual_agent.env import DualAgentEnv
@@ -151,12 +154,35 @@ def test_the_attitude_search_keeps_the_best_value_it_served_and_never_raises_the
     start = objective(model, runs, jct_weight=2.0)
     grids = {"patience": (0.05, 0.5), "time_value": (0.05, 2.0)}
 
-    log = fit_attitude(model, runs, passes=1, jct_weight=2.0, grids=grids)
+    log = fit_attitude(model, criterion("objective", runs, 2.0), passes=1, grids=grids)
 
     assert [set(row) - {"pass", "objective"} for row in log] == [{"patience"}, {"time_value"}]
     assert log[-1]["objective"] <= start
     assert objective(model, runs, jct_weight=2.0) == log[-1]["objective"]
     assert attitude(model)["risk"] == DualAgentModel.initial().placement.risk.item()
+
+
+def test_a_paired_margin_counts_standard_errors_of_the_per_run_differences() -> None:
+    # Differences 9, 10, 11: mean 10, standard error 1/sqrt(3).
+    assert paired_margin([1.0, 2.0, 3.0], [10.0, 12.0, 14.0]) == pytest.approx(10 * 3**0.5)
+    assert paired_margin([10.0, 12.0, 14.0], [1.0, 2.0, 3.0]) == pytest.approx(-10 * 3**0.5)
+    assert paired_margin([5.0, 5.0], [5.0, 5.0]) == 0.0
+
+
+def test_the_weakest_margin_search_lowers_minus_the_weakest_margin_over_the_baselines() -> None:
+    model = DualAgentModel.initial()
+    runs = fit_runs(
+        [window(start=s, jobs=10, seed=7, cluster_fraction=0.12) for s in (0, 10)],
+        repetitions=1,
+    )
+    judge = criterion("weakest-margin", runs, 2.0)
+    start = judge(model)
+
+    log = fit_attitude(model, judge, passes=1, grids={"patience": (0.05, 0.5)})
+
+    assert not math.isnan(start)
+    assert log[-1]["objective"] <= start
+    assert judge(model) == log[-1]["objective"]
 
 
 def test_an_attitude_value_set_is_the_value_served() -> None:

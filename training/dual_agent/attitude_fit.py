@@ -11,9 +11,22 @@ hyperparameters, fitted on the training episodes' own feedback
 episodes. A coordinate search (ours): for each scalar in turn, every value of its
 grid is served with the others held, on the same training runs (common random
 numbers, so the differences are the attitude's and not the runs'), and the value
-with the lowest mean shared objective, fee plus `jct_weight` dollars per job-hour
-of completion time, is kept when it beats the current one; a few passes over the
-three. The ordering network and the GP are left as they are.
+with the lowest criterion is kept when it beats the current one; a few passes over
+the three. The ordering network and the GP are left as they are.
+
+Two criteria (ours), lower is better:
+
+* `objective`: the mean shared objective, fee plus `jct_weight` dollars per
+  job-hour of completion time (the RL reward's);
+* `weakest-margin` (the default since 2026-11-24, chosen before it was scored on
+  held-out runs): the scheduler's target is a lower fee *and* a lower mean JCT than
+  each baseline (Tiresias with consolidated placement, and the heterogeneity-aware
+  greedy placement), judged on paired runs in standard errors. So the baselines
+  play the same runs once, and a candidate's criterion is minus the weakest of
+  its four paired margins (fee and mean JCT, against each baseline), each the
+  mean per-run difference over its standard error. A fixed dollar weight on time
+  trades fee for JCT at one rate whatever the margins are; this one spends the
+  stronger margin (JCT, far ahead of both) to buy the weaker one (fee).
 
 The runs are training windows at their own seeds offset by `SEED_OFFSET` per
 repetition: not the training episodes' own seeds, which the choice between
@@ -26,12 +39,19 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 import torch
 
 from policies.learned.dual_agent.network import DualAgentModel
 from training.dl2.episodes import EpisodeSpec
 from training.dual_agent.evaluation import decider, score
+
+Criterion = Callable[[DualAgentModel], float]
+"""What the search lowers: a model served on the search's runs, scored (lower is better)."""
+CriterionName = Literal["objective", "weakest-margin"]
+BASELINES = ("tiresias", "hetero-greedy")
+"""The profiles the dual agent must beat on fee and JCT (docs/dual-agent.md, *Evidence*)."""
 
 SEED_OFFSET = 5000
 
@@ -82,20 +102,52 @@ def objective(model: DualAgentModel, runs: Sequence[EpisodeSpec], jct_weight: fl
     return statistics.fmean(score(engine, run, jct_weight).objective for run in runs)
 
 
+def paired_margin(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """How far `ours` is below `theirs`, paired run by run, in standard errors."""
+    diffs = [b - a for a, b in zip(ours, theirs, strict=True)]
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return mean
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return mean / se if se > 0 else math.copysign(math.inf, mean) if mean else 0.0
+
+
+def criterion(name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float) -> Criterion:
+    """The search's criterion on `runs` (module docstring); baselines are played once here."""
+    if name == "objective":
+        return lambda model: objective(model, runs, jct_weight)
+    baselines = []
+    for profile in BASELINES:
+        engine = decider(profile=profile)
+        played = [score(engine, run, jct_weight) for run in runs]
+        baselines.append(([s.fee_usd for s in played], [s.avg_jct_s for s in played]))
+
+    def weakest_margin(model: DualAgentModel) -> float:
+        engine = decider(model)
+        played = [score(engine, run, jct_weight) for run in runs]
+        fee, jct = [s.fee_usd for s in played], [s.avg_jct_s for s in played]
+        return -min(
+            min(paired_margin(fee, their_fee), paired_margin(jct, their_jct))
+            for their_fee, their_jct in baselines
+        )
+
+    return weakest_margin
+
+
 def fit_attitude(
     model: DualAgentModel,
-    runs: Sequence[EpisodeSpec],
+    judge: Criterion,
     *,
     passes: int,
-    jct_weight: float,
     grids: Mapping[str, Sequence[float]] | None = None,
     on_step: Callable[[float], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Coordinate search of θ, λ, κ on `runs`, in place; one row per scalar searched."""
+    """Coordinate search of θ, λ, κ lowering `judge`, in place; one row per scalar searched
+    (its value after the search of it, and the criterion's as `objective`)."""
     grids = GRIDS if grids is None else grids
     steps = max(1, passes * sum(len(values) for values in grids.values()))
     done = 0
-    best = objective(model, runs, jct_weight) if runs and passes > 0 else math.nan
+    best = judge(model) if passes > 0 else math.nan
     log: list[dict[str, float]] = []
     for sweep in range(passes):
         for name, values in grids.items():
@@ -104,7 +156,7 @@ def fit_attitude(
             chosen_score = best
             for value in values:
                 set_attitude(model, name, value)
-                candidate = objective(model, runs, jct_weight)
+                candidate = judge(model)
                 if candidate < chosen_score:
                     chosen, chosen_score = value, candidate
                 done += 1

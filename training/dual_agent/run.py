@@ -12,7 +12,7 @@ from typing import Any
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.dual_agent.shipped import shipped_model
 from training.dl2.reinforce import one_thread
-from training.dual_agent.attitude_fit import attitude, fit_attitude, fit_runs
+from training.dual_agent.attitude_fit import attitude, criterion, fit_attitude, fit_runs
 from training.dual_agent.episodes import held_out_episodes, training_episodes
 from training.dual_agent.evaluation import decider, mean_objective
 from training.dual_agent.gp_fit import fit_gp
@@ -93,15 +93,20 @@ def train_dual_agent(
         clock = time.perf_counter()
         report("attitude", 0.0)
         before = attitude(candidate)
-        attitude_log = fit_attitude(
-            candidate,
-            fit_runs(episodes[: budget.attitude_fit_episodes], budget.attitude_fit_repetitions),
-            # Trained one agent alone (the ablation), the search is left out: it serves the
-            # model's own ordering network, which a placement-alone run never trained, and it
-            # would move the placement head of an ordering-alone run.
-            passes=budget.attitude_fit_passes if train_ordering and train_placement else 0,
-            jct_weight=budget.jct_weight,
-            on_step=lambda fraction: report("attitude", fraction),
+        # Trained one agent alone (the ablation), the search is left out: it serves the
+        # model's own ordering network, which a placement-alone run never trained, and it
+        # would move the placement head of an ordering-alone run.
+        passes = budget.attitude_fit_passes if train_ordering and train_placement else 0
+        runs = fit_runs(episodes[: budget.attitude_fit_episodes], budget.attitude_fit_repetitions)
+        attitude_log = (
+            fit_attitude(
+                candidate,
+                criterion(budget.attitude_fit_criterion, runs, budget.jct_weight),
+                passes=passes,
+                on_step=lambda fraction: report("attitude", fraction),
+            )
+            if passes
+            else []
         )
         report("attitude", 1.0)
         timings["attitude"] = time.perf_counter() - clock
@@ -124,6 +129,7 @@ def train_dual_agent(
         "mappo_updates": len(log),
         "gp_fit_loss": round(gp_losses[-1], 5) if gp_losses else None,
         **{f"mappo_{k}": round(v, 4) for k, v in before.items()},
+        "attitude_fit_criterion": budget.attitude_fit_criterion,
         "attitude_fit_objective": (
             round(attitude_log[-1]["objective"], 3) if attitude_log else None
         ),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -57,6 +57,14 @@ class DualAgentBudget(TrainingBudget):
     )
     attitude_fit_repetitions: int = Field(
         default=2, ge=1, le=8, description="Seeds per window in the attitude search."
+    )
+    attitude_fit_criterion: Literal["objective", "weakest-margin"] = Field(
+        default="weakest-margin",
+        description=(
+            "What the attitude search lowers: `objective` (fee + jct_weight $ per job-hour) or "
+            "`weakest-margin` (minus the weakest paired margin, in standard errors, of fee and "
+            "mean JCT against Tiresias and the greedy baseline)."
+        ),
     )
     jct_weight: float = Field(
         default=2.0, ge=0, le=1000, description="Dollars per job-hour of completion time."
