@@ -18,19 +18,13 @@ Two criteria (ours), lower is better:
 
 * `objective`: the mean shared objective, fee plus `jct_weight` dollars per
   job-hour of completion time (the RL reward's);
-* `weakest-margin` (the default since 2026-11-24, chosen before it was scored on
-  held-out runs): the scheduler's target is a lower fee *and* a lower mean JCT than
-  each baseline (Tiresias with consolidated placement, and the heterogeneity-aware
-  greedy placement), judged on paired runs in standard errors. So the baselines
-  play the same runs once, and a candidate's criterion is minus the weakest of
-  its four paired margins (fee and mean JCT, against each baseline), each the
-  mean per-run difference over its standard error. A fixed dollar weight on time
-  trades fee for JCT at one rate whatever the margins are; this one spends the
-  stronger margin (JCT, far ahead of both) to buy the weaker one (fee).
-
-The runs are training windows at their own seeds offset by `SEED_OFFSET` per
-repetition: not the training episodes' own seeds, which the choice between
-trained models scores, and far from the held-out runs' (900 to 1,109).
+* `weakest-margin` (tried 2026-11-24, set down before it was scored on held-out
+  runs, and not kept: docs/dual-agent.md): the target is a lower fee *and* a lower
+  mean JCT than each baseline (Tiresias with consolidated placement, and the
+  heterogeneity-aware greedy placement), judged on paired runs in standard errors.
+  So the baselines play the same runs once, and a candidate's criterion is minus
+  the weakest of its four paired margins (fee and mean JCT, against each
+  baseline), each the mean per-run difference over its standard error.
 """
 
 from __future__ import annotations
