@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-oasis results-aryl results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, 
 
 results-aryl: $(STAMP) ## Aryl vs static with capacity loaning, seeds 0-2 (section of docs/results.md, ~15 min)
 	$(BIN)/python -m evidence.evidence_aryl --processes 2
+
+results-aryl-whole: $(STAMP) ## Aryl vs static on the whole Philly fortnight, recorded arrivals, seeds 0-2 (section aryl-whole)
+	$(BIN)/python -m evidence.evidence_aryl --whole --processes 2
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
 	$(BIN)/python -m evidence.evidence_dl2
