@@ -293,8 +293,13 @@ def reading(runs: Sequence[Run]) -> list[str]:
         b = statistics.fmean(_utility(r) for r in by[other])
         word, mean, spread, seeds = compare(runs, other)
         margin = f"±{fmt(spread)}" if math.isfinite(spread) else "no spread on one seed"
+        claim = (
+            f"as much utility as accept-all {other} (a tie)"
+            if word == "a tie"
+            else f"{word} utility than accept-all {other}"
+        )
         out.append(
-            f"oasis earns {word} utility than accept-all {other}: {fmt(u)} vs {fmt(b)} "
+            f"oasis earns {claim}: {fmt(u)} vs {fmt(b)} "
             f"({_pct(u, b)}; mean per-seed difference {mean:+,.0f}, {margin}, "
             f"{seeds} seed(s))."
         )
