@@ -35,6 +35,9 @@ from policies.learned import weights
 from policies.learned.dual_agent.features import CLUSTER_FEATURES, JOB_FEATURES
 from policies.learned.dual_agent.gp import GpHyper
 
+SCORE_DECIMALS = 10
+"""Decimals the served ordering scores are rounded to (ours): far above float64's noise
+(about 1e-15 here), far below any difference the network means."""
 FORMAT = "arbiter-dual-agent"
 FORMAT_VERSION = "1"
 
@@ -172,6 +175,14 @@ class DualAgentModel:
         dispatch and its intra-op thread pool (which stalls whenever another process
         holds a core) cost more than the arithmetic. The views share the parameters'
         memory; the tests hold the two paths equal.
+
+        Computed in float64 and rounded to SCORE_DECIMALS, so the order is the same
+        on every processor: in float32, BLAS kernels chosen by the CPU (their blocking,
+        their fused multiply-adds) left two jobs of nearly equal score a few ulps apart
+        in an order that depended on the machine, and the served order with them.
+        Rounded, such jobs tie exactly and the order's own tie-break (submission,
+        then snapshot position) decides. The weights are cast per call (a few
+        thousand numbers), so training's in-place updates are always seen.
         """
         if self._views is None:
             net = self.ordering
@@ -179,16 +190,19 @@ class DualAgentModel:
                 (weights.numpy_view(layer.weight).T, weights.numpy_view(layer.bias))
                 for layer in (net.embed1, net.embed2, net.squeeze, net.score1, net.score2)
             )
-        (w1, b1), (w2, b2), (ws, bs), (w3, b3), (w4, b4) = self._views
+        (w1, b1), (w2, b2), (ws, bs), (w3, b3), (w4, b4) = (
+            (w.astype(np.float64), b.astype(np.float64)) for w, b in self._views
+        )
+        jobs = jobs.astype(np.float64)
         embedded = np.maximum(np.maximum(jobs @ w1 + b1, 0.0) @ w2 + b2, 0.0)
         if len(jobs) == 0:
-            pooled = np.zeros(2 * embedded.shape[1], dtype=np.float32)
+            pooled = np.zeros(2 * embedded.shape[1], dtype=np.float64)
         else:
             pooled = np.concatenate([embedded.mean(0), embedded.max(0)])
-        summary = np.maximum(np.concatenate([pooled, cluster]) @ ws + bs, 0.0)
+        summary = np.maximum(np.concatenate([pooled, cluster.astype(np.float64)]) @ ws + bs, 0.0)
         shared = np.broadcast_to(summary, (len(jobs), summary.shape[0]))
         hidden = np.maximum(np.concatenate([embedded, shared], axis=1) @ w3 + b3, 0.0)
-        out: np.ndarray = (hidden @ w4 + b4)[:, 0]
+        out: np.ndarray = np.round((hidden @ w4 + b4)[:, 0], SCORE_DECIMALS)
         return out
 
     def gp_hyper(self) -> dict[str, torch.Tensor]:
