@@ -58,7 +58,7 @@ bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the who
 results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; about 19 min quiet)
 	$(BIN)/python -m evidence.make_results
 
-results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility, seeds 0-2 (section of docs/results.md, ~10 min)
+results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility, seeds 0-2 (section oasis, about 1 min)
 	$(BIN)/python -m evidence.evidence_oasis --processes 2
 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
@@ -67,10 +67,10 @@ results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and S
 results-tiresias: $(STAMP) ## Tiresias vs FIFO on the Philly fortnight (80 x 8, ideal) and ITP cluster04 over 3 seeds (~6 min)
 	$(BIN)/python -m evidence.evidence_tiresias
 
-results-aryl: $(STAMP) ## Aryl vs static with capacity loaning, seeds 0-2 (section of docs/results.md, ~15 min)
+results-aryl: $(STAMP) ## Aryl vs static, the fortnight's first 2,500 jobs at two loads, seeds 0-2 (section aryl, about 1 min)
 	$(BIN)/python -m evidence.evidence_aryl --processes 2
 
-results-aryl-whole: $(STAMP) ## Aryl vs static on the whole Philly fortnight, recorded arrivals, seeds 0-2 (section aryl-whole)
+results-aryl-whole: $(STAMP) ## Aryl vs static on the whole Philly fortnight, recorded arrivals, seeds 0-2 (section aryl-whole, about 5 min)
 	$(BIN)/python -m evidence.evidence_aryl --whole --processes 2
 
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)

@@ -381,12 +381,6 @@ def differences(
     results: Sequence[tuple[float, Seeded]], span_days: float, jobs: int, whole_jobs: int
 ) -> list[str]:
     """Why our figures differ from the paper's; the numbers quoted come from the runs."""
-    slowest = max(
-        float(r.metrics["sim_wall_s"])
-        for _, seeded in results
-        for rs in seeded.values()
-        for r in rs
-    )
     touched = shrunk = 0.0
     queue_up = []
     for load, seeded in results:
@@ -405,7 +399,12 @@ def differences(
         "twice the request) that are our assumptions, not the paper's. Queueing is a "
         "nonlinear function of load: the same extra capacity cuts a long queue by a "
         "larger factor than a short one, so ratios of averages depend on how close to "
-        "saturation the window runs; the rows at several arrival rates show that.",
+        "saturation the window runs; "
+        + (
+            "the rows at several arrival rates show that."
+            if len(results) > 1
+            else "`make results-aryl` runs the fortnight's first days at several arrival rates."
+        ),
         "**Base demand before extras.** Elastic jobs grow into idle GPUs (loans included); "
         "when a job arrives whose base demand does not fit, running elastic jobs give back "
         "extra workers, the least urgent first, each shrink costing a restart (docs/aryl.md), "
@@ -413,8 +412,9 @@ def differences(
         + (f"; queueing still rises at {', '.join(queue_up)}" if queue_up else "")
         + ".",
         f"**Reclaims.** {_count(shrunk)} of the {_count(touched)} jobs that `aryl`'s "
-        "reclaims touched (means over seeds, summed over the loads) "
-        "were only shrunk: `loan_aware` placement puts elastic jobs' extra workers on "
+        "reclaims touched (means over seeds"
+        + (", summed over the loads) " if len(results) > 1 else ") ")
+        + "were only shrunk: `loan_aware` placement puts elastic jobs' extra workers on "
         "loans, so returning a server costs them a restart (the measured model's restart "
         "overhead) and no trip back to the queue. The preempted ones had base workers "
         "(every worker of a rigid job) on a loan, placed there when the training pool "
@@ -429,11 +429,8 @@ def differences(
         if jobs == whole_jobs
         else [
             f"**Whole trace.** This window is the first {span_days:.1f} days of the "
-            f"fortnight's {whole_jobs:,} jobs, {whole_jobs / jobs:.1f} times as many: at this "
-            f"window's slowest point ({slowest:.0f} s) the whole fortnight would take at "
-            f"least {slowest * whole_jobs / jobs / 60:.0f} min per run (a longer queue costs "
-            "more per job), too long for every load and seed here; `make results-aryl-whole` "
-            "runs it at the recorded arrivals (section below)."
+            f"fortnight's {whole_jobs:,} jobs; `make results-aryl-whole` replays all of them "
+            "at the recorded arrivals (section `aryl-whole`)."
         ]
     )
 
