@@ -609,6 +609,7 @@ class _Allocation:
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0) + held[job.id]
         targets, outside = self.target, self.preempted
         selected, waiting, never_fits = self.selected, self.pending, self.free.never_fits
+        explain = self.rnd.explain
         blocked_by: str | None = None
         for job in self.ordered:
             job_id = job.id
@@ -618,6 +619,14 @@ class _Allocation:
                     self._resize(job)
                 continue
             if job_id in outside:
+                continue
+            if not explain and (
+                blocked_by is not None or (selected is not None and job_id not in selected)
+            ):
+                # Behind a strict order's blocker, or outside a preemptive order's run set,
+                # a job that holds nothing only waits, and only its pending note says why: a
+                # decision without explanations (the simulator's) skips the note's work for
+                # the hundred or more jobs that wait so each round.
                 continue
             if blocked_by is None and selected is not None and job_id not in selected:
                 # What `_start` and `_wait` answer for a job outside a preemptive order's
