@@ -151,7 +151,6 @@ class Outcome:
     task: Task
     jct_s: dict[str, float]
     seconds: float
-    best_validation_s: float | None = None
 
 
 def run_task(task: Task) -> Outcome:
@@ -172,7 +171,7 @@ def run_task(task: Task) -> Outcome:
     train = condition.applied(windows.train)
     warmed = warm_up(train, TEACHER, IMITATION_EPOCHS, seed)
     tuned = Dl2Model.from_bytes(warmed.model.to_bytes())
-    log = train_ppo(
+    train_ppo(
         tuned,
         train,
         PpoArgs(
@@ -183,16 +182,10 @@ def run_task(task: Task) -> Outcome:
         ),
         validation=condition.applied(windows.validation),
     )
-    validated = [row["validation_avg_jct_s"] for row in log if "validation_avg_jct_s" in row]
     with one_thread():
         rl = score(tuned, held_out).mean_avg_jct_s
         warm = score(warmed.model, held_out).mean_avg_jct_s
-    return Outcome(
-        task,
-        {"rl": rl, "warm": warm},
-        time.perf_counter() - clock,
-        min(validated) if validated else None,
-    )
+    return Outcome(task, {"rl": rl, "warm": warm}, time.perf_counter() - clock)
 
 
 @dataclass(frozen=True)
@@ -212,7 +205,6 @@ class Results:
     rows: tuple[Row, ...]
     windows: Windows
     wall_s: float
-    cpu_s: float
 
 
 def run(quick: bool, runner_args: argparse.Namespace) -> Results:
@@ -257,7 +249,7 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
             f"Optimus {baseline['optimus']:7.0f} s",
             flush=True,
         )
-    return Results(tuple(rows), windows, watch.wall_s, watch.cpu_s)
+    return Results(tuple(rows), windows, watch.wall_s)
 
 
 def _pct(value: float) -> str:
