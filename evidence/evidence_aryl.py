@@ -22,7 +22,9 @@ requested size) on the same jobs and cluster:
   seeded draw per job, `simulator/workload.py`), at the recorded arrival times
   and with arrivals compressed by each `--load` factor, since at the recorded
   load the training pool (sized for 0.8 of the fortnight's mean demand) rarely
-  queues at the start of the trace;
+  queues at the start of the trace; `--whole` replays every job of the
+  fortnight instead, at the recorded arrivals (where it does queue), as its own
+  section `aryl-whole`;
 * measured performance model, timer rounds every 300 s (plus a round after
   every arrival, completion and capacity change), seeds 0–2 (each draws which
   jobs are elastic, their model families and the machine speeds): tables show
