@@ -78,7 +78,8 @@ less on a quiet machine; `--estimate` prints the same arithmetic for whatever pl
 the options select. A check: the Alibaba fortnight alone (`--trace`) took 315 CPU-s
 against 294 estimated (4.9 min of wall time on the busy machine, each worker getting
 about half a core). The whole plan then ran in 18.7 min of wall time on the quiet
-machine (commit 2e3e59a, 36.6 min of runs on the two workers). Points are sent
+machine (commit 2e3e59a, 36.6 min of runs on the two workers), and in 10.2 min on a
+faster machine of the same kind (commit 866ec74, 20.0 min of runs). Points are sent
 longest first so that the two processes finish together. Left out: the pooled
 Philly (82,247 jobs) and ITP (56,652) traces, minutes per run, and the pooled
 Alibaba release, whose pods hold the 44 GPUs for weeks so that FIFO's queue never
