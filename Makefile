@@ -79,7 +79,7 @@ results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 
 results-dl2-gap: $(STAMP) ## DL2's gap to the paper: budget, the paper's jobs, scaling in place (section dl2-gap, about 20 min)
 	$(BIN)/python -m evidence.evidence_dl2_gap --processes 2
 
-dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (about 7 min here)
+dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
 	$(BIN)/python -m evidence.train_dl2
 
 relmas-model: $(STAMP) ## Retrain the shipped RELMAS model in the accelerator simulator (about 7 min here)
