@@ -51,7 +51,14 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
+from evidence.runner import (
+    Stopwatch,
+    add_out,
+    command_line,
+    machine,
+    over_seeds,
+    write_section,
+)
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.core import SimOptions, Simulation
 from simulator.deciders import EngineDecider
@@ -237,12 +244,11 @@ def spread_ratio(values: Sequence[float]) -> str:
     """Mean ± SD of per-seed ratios, and whether 1 (no difference) is beyond the SD."""
     if not values:
         return "–"
-    mean = statistics.fmean(values)
+    # static ÷ aryl above 1: aryl's figure is the lower one.
+    sign, excess, spread = over_seeds([v - 1.0 for v in values])
     if len(values) < 2:
-        return f"{mean:.2f}x"
-    spread = statistics.stdev(values)
-    word = "a tie" if abs(mean - 1.0) <= spread else ("lower" if mean > 1.0 else "higher")
-    return f"{mean:.2f}x ± {spread:.2f} ({word})"
+        return f"{1.0 + excess:.2f}x"
+    return f"{1.0 + excess:.2f}x ± {spread:.2f} ({('a tie', 'lower', 'higher')[sign]})"
 
 
 def table(runs: Sequence[Run]) -> list[str]:

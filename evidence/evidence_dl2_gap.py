@@ -38,7 +38,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
+from evidence.runner import (
+    Stopwatch,
+    add_out,
+    command_line,
+    machine,
+    over_seeds,
+    write_section,
+)
 from evidence.train_dl2 import warm_up
 from policies.learned.dl2.network import Dl2Model
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
@@ -265,11 +272,9 @@ def _changes(ours: Sequence[float], theirs: Sequence[float] | float) -> list[flo
 
 def verdict(changes: Sequence[float]) -> str:
     """`mean ± SD` of per-seed changes, and whether that is lower, higher or a tie."""
-    mean = statistics.fmean(changes)
-    spread = statistics.stdev(changes) if len(changes) > 1 else float("inf")
-    word = "tie" if abs(mean) <= spread else ("lower" if mean < 0 else "higher")
-    shown = "" if spread == float("inf") else f" ± {spread * 100:.1f}"
-    return f"{_pct(mean)}{shown} ({word})"
+    sign, mean, spread = over_seeds(changes)
+    shown = f" ± {spread * 100:.1f}" if len(changes) > 1 else ""
+    return f"{_pct(mean)}{shown} ({('tie', 'higher', 'lower')[sign]})"
 
 
 def render(results: Results) -> str:

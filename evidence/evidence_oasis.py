@@ -45,7 +45,14 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
+from evidence.runner import (
+    Stopwatch,
+    add_out,
+    command_line,
+    machine,
+    over_seeds,
+    write_section,
+)
 from policies.common.oasis import RESOURCES, OasisParams
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.deciders import EngineDecider
@@ -277,10 +284,8 @@ def compare(runs: Sequence[Run], other: str) -> tuple[str, float, float, int]:
     by = _by(runs)
     theirs = {r.seed: _utility(r) for r in by[other]}
     diffs = [_utility(r) - theirs[r.seed] for r in by["oasis"] if r.seed in theirs]
-    mean = statistics.fmean(diffs)
-    spread = statistics.stdev(diffs) if len(diffs) > 1 else math.inf
-    word = "a tie" if abs(mean) <= spread else ("more" if mean > 0 else "less")
-    return word, mean, spread, len(diffs)
+    sign, mean, spread = over_seeds(diffs)
+    return ("a tie", "more", "less")[sign], mean, spread, len(diffs)
 
 
 def reading(runs: Sequence[Run]) -> list[str]:

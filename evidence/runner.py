@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -83,6 +85,16 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     above = min(below + 1, len(sorted_values) - 1)
     fraction = position - below
     return sorted_values[below] * (1 - fraction) + sorted_values[above] * fraction
+
+
+def over_seeds(differences: Sequence[float]) -> tuple[int, float, float]:
+    """The rule every sentence of the evidence compares by, on per-seed differences
+    (paired: a seed gives both sides the same jobs and machines): (sign, mean, standard
+    deviation), sign 0 when the mean is no larger than the deviation (a tie), else the
+    mean's sign. One difference has no spread (infinite): always a tie."""
+    mean = statistics.fmean(differences)
+    spread = statistics.stdev(differences) if len(differences) > 1 else math.inf
+    return (0 if abs(mean) <= spread else (1 if mean > 0 else -1)), mean, spread
 
 
 def machine() -> str:
