@@ -15,7 +15,7 @@ from evidence.bench import histogram_quantile
 from evidence.bench_engine import Cell, format_row, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
 from evidence.bench_memory import rss_bytes, sample_points
-from evidence.runner import percentile
+from evidence.runner import over_seeds, percentile
 from policies.model import decode_snapshot
 
 
@@ -108,3 +108,11 @@ def test_histogram_quantile_is_the_bucket_bound_of_what_was_added() -> None:
     assert histogram_quantile(before, after, 0.99) == 0.03
     assert histogram_quantile(before, after, 1.0) == 0.05
     assert histogram_quantile(after, after, 0.5) is None
+
+
+def test_a_difference_over_seeds_is_called_only_beyond_its_spread() -> None:
+    assert over_seeds([-10.0, -12.0, -8.0]) == (-1, -10.0, 2.0)
+    assert over_seeds([10.0, 12.0, 8.0])[0] == 1
+    assert over_seeds([-3.0, 1.0, 0.5])[0] == 0  # mean -0.5, spread 2.1: a tie
+    assert over_seeds([-5.0, -5.0, -5.0])[0] == -1  # no spread at all: called
+    assert over_seeds([-5.0])[0] == 0  # one seed has no spread to judge by
