@@ -447,9 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = command_line(__doc__)
     add_out(parser)
     parser.add_argument(
-        "--seeds",
-        default=",".join(str(s) for s in SEEDS),
-        help="Comma-separated seeds (default: %(default)s).",
+        "--seeds", type=int, nargs="+", default=list(SEEDS), metavar="N", help="as `arbiter sweep`"
     )
     parser.add_argument("--jobs", type=int, default=2500, help="First N jobs of the trace.")
     parser.add_argument(
@@ -466,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_runner_arguments(parser, default_processes=1, what="simulations")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    seeds: list[int] = args.seeds
     loads: list[float] = args.load or ([1.0] if args.whole else [1.0, 3.0])
     whole_jobs = len(read_trace(traces_dir() / TRACE))
     jobs = whole_jobs if args.whole else int(args.jobs)

@@ -489,16 +489,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = command_line(__doc__)
     add_out(parser)
     parser.add_argument(
-        "--seeds",
-        default=",".join(str(s) for s in SEEDS),
-        help="Comma-separated seeds (default: %(default)s).",
+        "--seeds", type=int, nargs="+", default=list(SEEDS), metavar="N", help="as `arbiter sweep`"
     )
     parser.add_argument(
         "--max-jobs", type=int, default=None, help="Only the first N jobs (quick looks)."
     )
     add_runner_arguments(parser, default_processes=1, what="simulations")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    seeds: list[int] = args.seeds
     cluster = load_cluster(clusters_dir() / CLUSTER)
     rows = trace_rows(args.max_jobs)
     clock = Stopwatch()

@@ -32,7 +32,7 @@ def test_a_ratio_whose_spread_reaches_one_is_a_tie() -> None:
 @pytest.mark.slow
 def test_a_short_run_over_two_seeds_writes_every_load(tmp_path: Path) -> None:
     out = tmp_path / "results.md"
-    assert main(["--jobs", "60", "--seeds", "0,1", "--out", str(out)]) == 0
+    assert main(["--jobs", "60", "--seeds", "0", "1", "--out", str(out)]) == 0
     body = sections(out.read_text(encoding="utf-8"))["aryl"]
     for load in ("x1", "x3"):
         assert f"### Arrivals {load} (means over seeds)" in body

@@ -34,7 +34,7 @@ def test_a_difference_within_the_spread_of_seeds_is_a_tie() -> None:
 @pytest.mark.slow
 def test_a_short_run_over_two_seeds_writes_every_case(tmp_path: Path) -> None:
     out = tmp_path / "results.md"
-    assert main(["--max-jobs", "80", "--seeds", "0,1", "--out", str(out)]) == 0
+    assert main(["--max-jobs", "80", "--seeds", "0", "1", "--out", str(out)]) == 0
     body = sections(out.read_text(encoding="utf-8"))["oasis"]
     for case in CASES:
         assert f"### {case.label}" in body
