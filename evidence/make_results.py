@@ -91,7 +91,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import statistics
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,7 +98,15 @@ from pathlib import Path
 from typing import Any
 
 from evidence.results_sections import carry_over
-from evidence.runner import Stopwatch, add_json, add_out, command_line, machine, write_json
+from evidence.runner import (
+    Stopwatch,
+    add_json,
+    add_out,
+    command_line,
+    machine,
+    over_seeds,
+    write_json,
+)
 from policies.profiles import dispatch_profile_names
 from simulator.cluster import load_cluster
 from simulator.deciders import shipped_profiles
@@ -502,7 +509,7 @@ def compare(a: Summary, b: Summary, key: str = "avg_jct_s") -> tuple[str, str]:
     pairs = [(a.by_seed[s].get(key), b.by_seed[s].get(key)) for s in shared]
     diffs = [x - y for x, y in pairs if x is not None and y is not None]
     if len(diffs) >= COMPARE_SEEDS:
-        difference, margin = statistics.fmean(diffs), statistics.stdev(diffs)
+        _, difference, margin = over_seeds(diffs)
         how = "paired over seeds"
     else:
         difference, margin = ma - mb, _sd(a, key) + _sd(b, key)
