@@ -381,37 +381,67 @@ class FreeCapacity:
     def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
         """Count GPUs running jobs already hold, skipping nodes training may not use.
 
-        All at once, node by node: this runs for every running job of every decision.
+        All at once, node by node: this runs for every running job of every decision,
+        so both walks are written out (no helper calls) and the per-node array is
+        written once at the end. Nodes move between buckets in the order they first
+        appear in `held`, which is the order placement later reads them in.
         """
         taken: dict[str, list[int]] = {}
         cpus: dict[str, float] = {}
         mem: dict[str, float] = {}
         nodes = self._nodes
         for job, assignments in held:
-            gpw, cpw, mpw = job.gpus_per_worker, job.cpus_per_worker, job.memory_gb_per_worker
             for a in assignments:
                 node_id = a.node_id
-                if node_id not in nodes:
-                    continue
-                indices = a.gpu_indices
                 gpus = taken.get(node_id)
-                if gpus is None:
-                    taken[node_id] = list(indices)
-                else:
-                    gpus.extend(indices)
-                # Most jobs ask for no CPUs or memory: adding their zeros changes no sum.
-                if cpw:
-                    cpus[node_id] = cpus.get(node_id, 0.0) + len(indices) // gpw * cpw
-                if mpw:
-                    mem[node_id] = mem.get(node_id, 0.0) + len(indices) // gpw * mpw
+                if gpus is not None:
+                    gpus.extend(a.gpu_indices)
+                elif node_id in nodes:
+                    taken[node_id] = list(a.gpu_indices)
+            cpw, mpw = job.cpus_per_worker, job.memory_gb_per_worker
+            # Most jobs ask for no CPUs or memory: adding their zeros changes no sum. A
+            # node's sums take the jobs in the same order as its GPUs do.
+            if cpw or mpw:
+                gpw = job.gpus_per_worker
+                for a in assignments:
+                    node_id = a.node_id
+                    if node_id not in nodes:
+                        continue
+                    if cpw:
+                        cpus[node_id] = cpus.get(node_id, 0.0) + len(a.gpu_indices) // gpw * cpw
+                    if mpw:
+                        mem[node_id] = mem.get(node_id, 0.0) + len(a.gpu_indices) // gpw * mpw
+        free_of, order = self._free, self._order
+        buckets, rack_of = self._buckets, self._rack_of
+        rack_buckets, rack_free = self._rack_buckets, self._rack_free
+        positions: list[int] = []
+        counts: list[int] = []
+        total = self.total_free
         for node_id, gpus in taken.items():
-            free = self._free[node_id]
+            free = free_of[node_id]
             busy = set(gpus)
-            left = [g for g in free if g not in busy]
-            self._move(node_id, len(free), len(left))
-            self.total_free -= len(free) - len(left)
-            self._free[node_id] = left
-        order, cpus_a, mem_a = self._order, self._cpus_a, self._mem_a
+            if len(busy) >= len(free) and busy.issuperset(free):
+                left = []  # a node its jobs fill (most, on a busy cluster)
+            else:
+                left = [g for g in free if g not in busy]
+            free_of[node_id] = left
+            old, new = len(free), len(left)
+            if old != new:
+                # `_move`, written out.
+                total -= old - new
+                positions.append(order[node_id])
+                counts.append(new)
+                del buckets[old][node_id]
+                buckets[new][node_id] = None
+                rack = rack_of[node_id]
+                in_rack = rack_buckets[rack]
+                del in_rack[old][node_id]
+                in_rack[new][node_id] = None
+                rack_free[rack] += new - old
+        if positions:
+            self._free_n[positions] = counts
+        self.total_free = total
+        cpus_a, mem_a = self._cpus_a, self._mem_a
         for node_id, used in cpus.items():
             self._cpus[node_id] -= used
             cpus_a[order[node_id]] = self._cpus[node_id]

@@ -199,6 +199,37 @@ def test_capacity_counts_the_gpus_cpus_and_memory_running_jobs_hold() -> None:
     assert list(free.nodes_with_free(1)) == ["n0", "n1"]
 
 
+def test_held_nodes_join_their_bucket_in_the_order_the_running_jobs_first_touch_them() -> None:
+    # Placement reads each bucket in insertion order, so the order in which running jobs
+    # are counted is part of every later decision: nodes a job touches join their new
+    # bucket in the order they are first met, the untouched ones keep snapshot order.
+    nodes = [node(f"n{i}", gpus=4, topology={"rack": f"r{i % 2}"}) for i in range(6)]
+    c = running("c", {"n4": (0, 1, 2, 3)})  # fills n4
+    a = running("a", {"n3": (0,), "n1": (1,)})
+    b = running("b", {"n1": (0,), "n5": (3,), "n0": (2, 3)})
+    free = FreeCapacity.for_training(snap(nodes, [a, b, c]))
+    free.take_held([(c, c.placement), (a, a.placement), (b, b.placement)])
+    assert [list(bucket) for bucket in free.nodes_by_free()] == [
+        ["n4"],
+        [],
+        ["n1", "n0"],
+        ["n3", "n5"],
+        ["n2"],
+    ]
+    assert [list(bucket) for bucket in free.nodes_by_free("r1")] == [
+        [],
+        [],
+        ["n1"],
+        ["n3", "n5"],
+        [],
+    ]
+    assert free.free_gpus("n1") == (2, 3)
+    assert free.free_gpus("n4") == ()
+    assert free.free_gpus_by_rack == {"r0": 12 - 6, "r1": 12 - 4}
+    assert free.total_free == 24 - 10
+    assert free.fits(job("one")).tolist() == [2, 2, 4, 3, 0, 3]
+
+
 def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_releases() -> None:
     # Room and the candidate list read per-node arrays kept beside the per-node dicts;
     # after any mix of holds, takes and releases they must say what asking every node
