@@ -146,7 +146,8 @@ def measure(
 
 
 @cache
-def trace_rows(jobs: int) -> tuple[TraceJob, ...]:
+def trace_rows(jobs: int | None) -> tuple[TraceJob, ...]:
+    """The trace's first `jobs` rows (all of them: None), read once per process."""
     return tuple(read_trace(traces_dir() / TRACE, jobs))
 
 
@@ -466,10 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds: list[int] = args.seeds
     loads: list[float] = args.load or ([1.0] if args.whole else [1.0, 3.0])
-    whole_jobs = len(read_trace(traces_dir() / TRACE))
+    every_row = trace_rows(None)
+    whole_jobs = len(every_row)
     jobs = whole_jobs if args.whole else int(args.jobs)
     cluster = load_cluster(clusters_dir() / CLUSTER)
-    rows = trace_rows(jobs)
+    rows = every_row[:jobs]  # `read_trace` with `max_jobs` reads this prefix
     clock = Stopwatch()
     # The longest points first, so that a pool's last worker does not start one late.
     points = sorted(
