@@ -134,6 +134,11 @@ class Recorder:
         )
         decision = self.inner(snapshot, seed, decision_id)
         if self.rounds % CAPTURE_EVERY == 0 and len(self.decisions) < CAPTURES_PER_RUN:
+            # The simulator asks for no explanations; the golden case keeps the whole
+            # decision, reasons included, as the service gives it for the same input.
+            explained = self.inner.pipeline.run(
+                snapshot, state=state_in, seed=seed, decision_id=decision_id
+            )
             self.decisions.append(
                 {
                     "case": f"{self.scenario}/{self.inner.profile.name}/round-{self.rounds}",
@@ -142,7 +147,7 @@ class Recorder:
                     "state": state_in,
                     "seed": seed,
                     "decision_id": decision_id,
-                    "decision": decision_json(decision),
+                    "decision": decision_json(explained.decision),
                     "state_after": {k: self.inner.state[k] for k in keys if k in self.inner.state},
                 }
             )
