@@ -158,7 +158,7 @@ class OasisAdmission:
             )
         numbers = _numbers(market, best)
         binding = str(numbers["binding_resource"])
-        after = market.slot_end(best.completion) - job.submit_time
+        after = best.completion_s - job.submit_time
         if best.payoff <= 0:
             return AdmissionResult(
                 job_id=job.id,
@@ -258,7 +258,7 @@ def _numbers(market: Market, best: Schedule) -> dict[str, JsonValue]:
         "utility": best.utility,
         "cost": best.cost,
         "payoff": best.payoff,
-        "completion_s": market.slot_end(best.completion),
+        "completion_s": best.completion_s,
         "binding_resource": binding,
         "cost_by_resource": _by_resource(by_resource),
     }

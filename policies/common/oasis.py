@@ -34,8 +34,14 @@ worker costs least, as many as fit, then parameter servers likewise on what is
 left (:meth:`Market.slot_costs`). A dynamic programme over the slots then picks
 how many workers to run in each slot so that the job's work is done at least
 cost, for every candidate completion slot at once: its state is the work done
-so far, cut into units. Payoff(t) = utility(end of t) − cost to finish by t;
-the best t wins. Most jobs (workers that need one resource in a power-of-two
+so far, cut into units. The paper values a schedule at the end of its last slot;
+we value it when its work is done inside that slot (the work left over the slot's
+rate), since with half-hour slots a job of minutes whose utility is gone within a
+slot would be worth nothing (`OasisParams.completion_value` keeps the paper's
+rule). So for each last slot t and each way into it (the work done before it, the
+count it runs), payoff = utility(when done) − least cost of that way; the best
+wins, and a finish after slot t is worth at most utility(end of t), which bounds
+the search. Most jobs (workers that need one resource in a power-of-two
 amount, no parameter servers to place) get the same layouts from each slot's
 servers kept ranked by price (:meth:`Market.ranked`), walked slot by slot only
 as far as the search reaches. Two rules keep the programme to what Arbiter can
@@ -156,6 +162,15 @@ class OasisParams(BaseModel):
         description=(
             "A job that states no utility is worth this much per GPU-hour it requests, "
             "decaying as a sigmoid (see `implied_midpoint_factor`); 0 rejects such jobs."
+        ),
+    )
+    completion_value: Literal["within_slot", "slot_end"] = Field(
+        default="within_slot",
+        description=(
+            "When a schedule's utility is counted: `within_slot`, when its work is done "
+            "inside its last slot (the work left over that slot's rate); `slot_end`, at "
+            "the end of that slot, as in the paper's slotted model, which makes a job "
+            "shorter than a slot worth nothing when its utility is gone within one."
         ),
     )
     implied_midpoint_factor: float = Field(
@@ -1328,6 +1343,9 @@ class SlotRun:
 class Schedule:
     slots: tuple[SlotRun, ...]
     completion: int  # horizon slot of the last run
+    completion_s: float
+    """When the work is done: the end of slot `completion`, or inside it when the
+    schedule is valued within its last slot (`OasisParams.completion_value`)."""
     utility: float
     cost: float
     cost_by_resource: FloatArray
@@ -1348,6 +1366,11 @@ class Search:
 
     best: Schedule | None
     reason: str = ""
+
+
+Finish = tuple[int, int, int, float]
+"""A way to finish a job in one slot: the count index run in it, the units done before
+it, the units the slot does at that count, and the least cost of the whole schedule."""
 
 
 class _Programme:
@@ -1377,6 +1400,7 @@ class _Programme:
         self.done = np.full(total + 1, np.inf)
         self.done[0] = 0.0
         self.history: list[tuple[FloatArray, npt.NDArray[np.intp], IntArray]] = []
+        self.costs: list[FloatArray] = []  # per slot, the cost of each count (inf: cannot run)
 
     def step(self, variant: int, units: IntArray, cost: FloatArray) -> float:
         """Advance one slot; return the least cost of being done by its end."""
@@ -1384,6 +1408,7 @@ class _Programme:
         finite = np.isfinite(cost)
         if finite.all():
             return self._step_all(variant, units, cost)
+        self.costs.append(cost)
         feasible = np.flatnonzero(finite)
         options = np.full((len(feasible) + 1, top + 1), np.inf)
         options[0, 0], options[0, top] = done[0], done[top]
@@ -1405,6 +1430,7 @@ class _Programme:
         """:meth:`step` when every count can run (the common case): the same sums, with
         option i + 1 for count i directly (no index of the feasible ones)."""
         done, top = self.done, self.total
+        self.costs.append(cost)
         options = np.empty((len(cost) + 1, top + 1))
         options[0] = np.inf
         options[0, 0], options[0, top] = done[0], done[top]
@@ -1420,10 +1446,32 @@ class _Programme:
         self.done = options[best, self.span]
         return float(self.done[top])
 
-    def backtrack(self, last: int) -> dict[int, int]:
-        """Count index run in each slot of the cheapest way to be done by slot `last`."""
+    def finishing(self) -> list[Finish]:
+        """Every way to finish in the slot last stepped, by count, then state: from each
+        state short of done that one slot's work of a count completes."""
+        before, _, units = self.history[-1]
+        cost, top = self.costs[-1], self.total
+        found: list[Finish] = []
+        for i in np.flatnonzero(np.isfinite(cost) & (units > 0)).tolist():
+            run = int(units[i])
+            lowest = max(0, top - run)
+            paid = before[lowest:top] + cost[i]
+            reached = np.flatnonzero(np.isfinite(paid))
+            found += [
+                (i, d + lowest, run, v)
+                for d, v in zip(reached.tolist(), paid[reached].tolist(), strict=True)
+            ]
+        return found
+
+    def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
+        """Count index run in each slot of the cheapest way to be done by slot `last`, or,
+        given `entry` (count index, units done before), of the cheapest way to finish in
+        slot `last` from that state with that count."""
         runs: dict[int, int] = {}
         total = done = self.total
+        if entry is not None:
+            runs[last], done = entry
+            last -= 1
         for t in range(last, -1, -1):
             before, choice, units = self.history[t]
             option = int(choice[done])
@@ -1458,11 +1506,13 @@ class _Reachable:
         # Per slot: the states before it, the option taken to each state after it
         # (absent: 0, running nothing), and its units.
         self.history: list[tuple[dict[int, float], dict[int, int], Sequence[int]]] = []
+        self.costs: list[Sequence[float]] = []
 
     def step(self, units: Sequence[int], cost: Sequence[float]) -> float:
         """Advance one slot whose count i does units[i] at cost[i] (inf: it cannot run);
         return the least cost of being done by its end."""
         top, done = self.total, self.done
+        self.costs.append(cost)
         # Running nothing keeps 0 (always reached) and all done, and wins ties.
         least: dict[int, float] = {0: done[0]}
         choice: dict[int, int] = {}
@@ -1491,10 +1541,26 @@ class _Reachable:
         self.done = least
         return least.get(top, math.inf)
 
-    def backtrack(self, last: int) -> dict[int, int]:
-        """Count index run in each slot of the cheapest way to be done by slot `last`."""
+    def finishing(self) -> list[Finish]:
+        """As :meth:`_Programme.finishing`."""
+        before, _, units = self.history[-1]
+        top = self.total
+        found: list[Finish] = []
+        for i, (u, c) in enumerate(zip(units, self.costs[-1], strict=True)):
+            if u <= 0 or not math.isfinite(c):
+                continue
+            lowest = top - u if top > u else 0
+            found += [(i, d, u, v + c) for d, v in before.items() if lowest <= d < top]
+        found.sort()  # by count, then state: the vector programme's order
+        return found
+
+    def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
+        """As :meth:`_Programme.backtrack`."""
         runs: dict[int, int] = {}
         total = done = self.total
+        if entry is not None:
+            runs[last], done = entry
+            last -= 1
         for t in range(last, -1, -1):
             before, choice, units = self.history[t]
             option = choice.get(done, 0)
@@ -1503,16 +1569,19 @@ class _Reachable:
             count = option - 1
             runs[t] = count
             if done == total:
-                # The first state of least cost among those a slot's work finishes.
-                lowest = max(0, total - int(units[count]))
-                pick, least = lowest, math.inf
-                for d in sorted(before):
-                    if d >= lowest and before[d] < least:
-                        pick, least = d, before[d]
-                done = pick
+                done = _first_least(before, max(0, total - int(units[count])))
             else:
                 done -= int(units[count])
         return runs
+
+
+def _first_least(done: Mapping[int, float], lowest: int) -> int:
+    """The first state from `lowest` on of least cost: where a finishing slot starts."""
+    pick, least = lowest, math.inf
+    for d in sorted(done):
+        if d >= lowest and done[d] < least:
+            pick, least = d, done[d]
+    return pick
 
 
 class _OneCount:
@@ -1534,12 +1603,14 @@ class _OneCount:
         # of being done; 0 is always there too), whether finishing in it beats having
         # finished earlier, and its units. `mid` lists are replaced, never changed.
         self.history: list[tuple[list[tuple[int, float]], float, bool, int]] = []
+        self.costs: list[float] = []
 
     def step(self, units: int, cost: float) -> float:
         """Advance one slot that does `units` at `cost` (inf: it cannot run); the least
         cost of being done by its end."""
         top = self.total
         mid = self.mid
+        self.costs.append(cost)
         if not math.isfinite(cost):
             self.history.append((mid, self.top, False, units))
             self.mid = []
@@ -1559,21 +1630,41 @@ class _OneCount:
             self.top = finish
         return self.top
 
-    def backtrack(self, last: int) -> dict[int, int]:
-        """Slots run (count index 0) by the cheapest way to be done by slot `last`."""
+    def finishing(self) -> list[Finish]:
+        """As :meth:`_Programme.finishing`."""
+        mid, _, _, units = self.history[-1]
+        cost, top = self.costs[-1], self.total
+        if units <= 0 or not math.isfinite(cost):
+            return []
+        lowest = max(0, top - units)
+        found: list[Finish] = [(0, 0, units, 0.0 + cost)] if lowest == 0 else []
+        found += [(0, d, units, v + cost) for d, v in mid if d >= lowest]
+        return found
+
+    def _finishing(self, mid: list[tuple[int, float]], top_cost: float, units: int) -> int:
+        """The first state of least cost among those a slot's work finishes."""
+        top = self.total
+        lowest, least, done = max(0, top - units), math.inf, top
+        for d, v in [(0, 0.0), *mid, (top, top_cost)]:
+            if d >= lowest and v < least:
+                done, least = d, v
+        return done
+
+    def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
+        """Slots run (count index 0) by the cheapest way to be done by slot `last`; with
+        `entry`, as :meth:`_Programme.backtrack`."""
         runs: dict[int, int] = {}
         top = done = self.total
+        if entry is not None:
+            runs[last], done = entry
+            last -= 1
         for t in range(last, -1, -1):
             mid, top_cost, better, units = self.history[t]
             if done == 0 or (done == top and not better):
                 continue
             runs[t] = 0
             if done == top:
-                # The first state of least cost among those a slot's work finishes.
-                lowest, least = max(0, top - units), math.inf
-                for d, v in [(0, 0.0), *mid, (top, top_cost)]:
-                    if d >= lowest and v < least:
-                        done, least = d, v
+                done = self._finishing(mid, top_cost, units)
             else:
                 done -= units
         return runs
@@ -1631,8 +1722,12 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     if slowest <= 0:
         return Search(None, "it makes no progress at any worker count it accepts")
     # Units: a slot at the slowest count is 16 units, unless the job would need more
-    # than `work_units` of them; each slot's work is rounded down, never up.
-    unit = max(slowest / 16.0, model.remaining_s / params.work_units)
+    # than `work_units` of them; each slot's work is rounded down, never up. A job
+    # shorter than that slot is 16 units itself, so that the part of the current slot
+    # left can finish it: at a slot's resolution a job of a minute would be one unit,
+    # which a slot with less than a sixteenth left cannot start, and so would wait for
+    # the next slot in an idle cluster.
+    unit = max(min(slowest, model.remaining_s) / 16.0, model.remaining_s / params.work_units)
     total = max(1, math.ceil(model.remaining_s / unit - _EPS))
     fraction = market.first_fraction
     full_list = [math.floor(w / unit + _EPS) for w in full_work]
@@ -1656,9 +1751,13 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         rows = _ranked_rows(market, ladder, first_list, full_list, walks)
     else:
         rows = _table_rows(market, model, first_units, full_units, tables)
-    best_payoff, best_t = -math.inf, -1
+    best_payoff, best_t, best_end = -math.inf, -1, 0.0
+    entry: tuple[int, int] | None = None  # how the best finishes in its last slot
     stopped_by_value = False
     value_at, first_slot, slot_s = model.utility.value_at, market.first_slot, params.slot_s
+    within = params.completion_value == "within_slot"
+    finishes = one or reachable or programme
+    assert finishes is not None
     for t, row in rows:
         if one is not None:
             finished = one.step(first_whole[t > 0], row[0])
@@ -1669,9 +1768,23 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             assert programme is not None
             units = first_units if t == 0 else full_units
             finished = programme.step(0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64))
-        value = value_at((first_slot + t + 1) * slot_s - submit)  # at the end of slot t
-        if math.isfinite(finished) and value - finished > best_payoff:
-            best_payoff, best_t = value - finished, t
+        end = (first_slot + t + 1) * slot_s
+        value = value_at(end - submit)  # at the end of slot t
+        if within and math.isfinite(finished):
+            # The slot's start bounds the value of a finish inside it; only a schedule
+            # that could beat the best so far is followed to where it finishes.
+            length = slot_s * (fraction if t == 0 else 1.0)
+            if value_at(end - length - submit) - finished > best_payoff:
+                # Each way is done when the work it has left takes the slot's rate:
+                # more done before the slot costs more and finishes sooner in it.
+                for index, before, run, cost in finishes.finishing():
+                    done_at = end - length * (1.0 - min(1.0, (total - before) / run))
+                    payoff = value_at(done_at - submit) - cost
+                    if payoff > best_payoff:
+                        best_payoff, best_t, best_end = payoff, t, done_at
+                        entry = index, before
+        elif math.isfinite(finished) and value - finished > best_payoff:
+            best_payoff, best_t, best_end = value - finished, t, end
         if value - floor_cost <= max(best_payoff, 0.0):
             # Utility never grows and no schedule costs less than the floor prices:
             # no later finish can pay more, nor pay at all.
@@ -1687,13 +1800,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 f"price of its work ({floor_cost:.4g}) before it could finish"
             )
         return Search(None, reason)
-    if one is not None:
-        runs = one.backtrack(best_t)
-    elif reachable is not None:
-        runs = reachable.backtrack(best_t)
-    else:
-        assert programme is not None
-        runs = programme.backtrack(best_t)
+    runs = finishes.backtrack(best_t, entry)
     ordered = sorted(runs.items())
     if ladder is not None:
         slots, cells, cost_by_resource, held = _ranked_runs(market, model, ladder, ordered, walks)
@@ -1704,12 +1811,13 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             slots, cells = _runs(model, ordered, tables)
         cost_by_resource, held = _priced(market, model, cells)
     completion = max(runs)
-    utility = model.utility.value_at(market.slot_end(completion) - submit)
+    assert completion == best_t
     return Search(
         Schedule(
             slots=tuple(slots),
             completion=completion,
-            utility=utility,
+            completion_s=best_end,
+            utility=value_at(best_end - submit),
             cost=float(cost_by_resource.sum()),
             cost_by_resource=cost_by_resource,
             cells=cells,

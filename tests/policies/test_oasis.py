@@ -31,8 +31,10 @@ from policies.model import (
     Assignment,
     Job,
     JobState,
+    SigmoidUtility,
     Snapshot,
     StepUtility,
+    Utility,
     convert,
     decode_snapshot,
 )
@@ -168,6 +170,62 @@ def test_hand_sized_instance_starts_now_when_the_deadline_needs_it() -> None:
 
     assert verdict.verdict is Verdict.ADMIT
     assert [(s.first, s.workers) for s in plan_in(verdict).segments] == [(0, 1), (1, 2)]
+
+
+def _short(duration_s: float, utility: Utility, now: float) -> Snapshot:
+    """An idle one-GPU node and a one-worker job submitted now."""
+    return snap(
+        [node("n0", gpus=1)],
+        [pending("a", submit_time=now, estimated_duration_s=duration_s, utility=utility)],
+        now=now,
+    )
+
+
+def test_a_job_shorter_than_the_rest_of_the_slot_is_valued_when_its_work_is_done() -> None:
+    # 60 s of work, worth nothing after 120 s, with 300 s of the slot left: at the
+    # slot's end it is worth nothing, but it is done long before.
+    now = 1.5 * SLOT
+    snapshot = _short(60.0, StepUtility(value=10.0, deadline_s=120.0), now)
+
+    verdict = judge(snapshot, implied_value_per_gpu_hour=0)["a"]
+
+    assert verdict.verdict is Verdict.ADMIT
+    assert verdict.details["utility"] == pytest.approx(10.0)
+    # Done after its 60 s (units round the work up and the slot's work down: a few s).
+    assert now + 60.0 <= verdict.details["completion_s"] <= now + 70.0
+    assert plan_in(verdict).segments[0].first == 1  # the current slot: starts now
+
+
+def test_valued_at_the_slot_end_a_job_whose_utility_is_gone_within_the_slot_is_rejected() -> None:
+    # The paper's slotted valuation, kept as an option: the same job is worth nothing.
+    now = 1.5 * SLOT
+    snapshot = _short(60.0, StepUtility(value=10.0, deadline_s=120.0), now)
+
+    verdict = judge(snapshot, implied_value_per_gpu_hour=0, completion_value="slot_end")["a"]
+
+    assert verdict.verdict is Verdict.REJECT
+
+
+def test_a_job_longer_than_the_rest_of_the_slot_starts_now_when_finishing_sooner_pays() -> None:
+    # 0.8 of a slot of work with half a slot left, on an idle node whose price is
+    # nearly nothing: starting now finishes 0.3 slot into the next one, waiting for it
+    # 0.8 slot in; the utility lost by waiting outweighs paying for two slots.
+    now = 1.5 * SLOT
+    utility = SigmoidUtility(value=10.0, midpoint_s=1.6 * SLOT)
+    snapshot = _short(0.8 * SLOT, utility, now)
+
+    started = judge(snapshot, implied_value_per_gpu_hour=0)["a"]
+    waited = judge(snapshot, implied_value_per_gpu_hour=0, completion_value="slot_end")["a"]
+
+    assert started.verdict is Verdict.ADMIT
+    assert [(s.first, s.until) for s in plan_in(started).segments] == [(1, 3)]
+    assert started.details["completion_s"] == pytest.approx(now + 0.8 * SLOT, abs=0.05 * SLOT)
+    assert started.details["utility"] == pytest.approx(utility.value_at(0.8 * SLOT), rel=0.02)
+    # Valued at the end of the slot it falls in, both finish in the next slot: the
+    # cheaper schedule, waiting for it, wins.
+    assert waited.verdict is Verdict.ADMIT
+    assert [(s.first, s.until) for s in plan_in(waited).segments] == [(2, 3)]
+    assert waited.details["completion_s"] == pytest.approx(3 * SLOT)
 
 
 def test_rejects_a_job_whose_utility_cannot_cover_the_priced_cost() -> None:

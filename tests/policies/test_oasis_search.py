@@ -44,6 +44,21 @@ costs = st.one_of(
 )
 
 
+def _assert_same_finishes(small: _OneCount | _Reachable, vector: _Programme, t: int) -> None:
+    """Both forms offer the same ways to finish in slot t, in the same order, and
+    backtrack each way to the same runs: a schedule that finishes in t."""
+    ways = vector.finishing()
+    assert small.finishing() == ways
+    for index, before, _, _ in ways:
+        entry = (index, before)
+        runs = vector.backtrack(t, entry)
+        assert small.backtrack(t, entry) == runs
+        assert runs[t] == index
+        # A schedule that runs in consecutive slots, ends in t and does all the work.
+        assert sorted(runs) == list(range(min(runs), t + 1))
+        assert sum(int(vector.history[s][2][c]) for s, c in runs.items()) >= vector.total
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     total=st.integers(min_value=1, max_value=40),
@@ -61,6 +76,7 @@ def test_one_count_programme_matches_the_vector_programme(
         cost = drawn if units > 0 else math.inf
         expected = vector.step(0 if t == 0 else 1, np.array([units]), np.array([cost]))
         assert reachable.step(units, cost) == expected
+        _assert_same_finishes(reachable, vector, t)
         if math.isfinite(expected):
             assert reachable.backtrack(t) == vector.backtrack(t)
 
@@ -86,6 +102,7 @@ def test_reachable_states_programme_matches_the_vector_programme(
         cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
         expected = vector.step(0 if t == 0 else 1, np.array(now), np.array(cost))
         assert reachable.step(now, cost) == expected
+        _assert_same_finishes(reachable, vector, t)
         if math.isfinite(expected):
             assert reachable.backtrack(t) == vector.backtrack(t)
 
