@@ -39,4 +39,6 @@ def test_a_short_run_over_two_seeds_writes_every_case(tmp_path: Path) -> None:
     for case in CASES:
         assert f"### {case.label}" in body
     assert "| oasis | 2 |" in body
+    assert "| oasis-slot-end | 2 |" in body  # the paper's completion rule beside ours
+    assert "the paper's rule, row oasis-slot-end" in body
     assert "comparisons over the seeds" in body
