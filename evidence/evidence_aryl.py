@@ -65,7 +65,7 @@ from simulator.deciders import EngineDecider
 from simulator.inference import InferenceOptions
 from simulator.metrics import SimulationResult
 from simulator.paths import clusters_dir, traces_dir
-from simulator.report import fmt
+from simulator.report import fmt, fmt_count
 from simulator.runner import RunConfig, build_simulation
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from simulator.traces import TraceJob, compress_arrivals, read_trace
@@ -224,11 +224,6 @@ def _x(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}x"
 
 
-def _count(value: float) -> str:
-    """A count, or a mean of counts over seeds (one decimal where it is not whole)."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
 def _ratios(seeded: Seeded, key: str) -> list[float]:
     """static ÷ aryl of a metric, per seed (seeds where either is missing left out)."""
     out = []
@@ -263,11 +258,11 @@ def table(runs: Sequence[Run]) -> list[str]:
         m = run.metrics
         queue = max(0.0, m["avg_queue_s"]) if m["avg_queue_s"] is not None else None
         lines.append(
-            f"| {run.profile} | {_count(m['jobs_completed'])} | {fmt(queue)} "
+            f"| {run.profile} | {fmt_count(m['jobs_completed'])} | {fmt(queue)} "
             f"| {fmt(m['avg_jct_s'])} | {fmt(m['p95_jct_s'])} | {100 * run.usage:.1f} % "
-            f"| {m['gpu_utilization']:.3f} | {fmt(run.loaned_gpu_h)} | {_count(m['reclaims'])} "
-            f"| {_count(m['servers_reclaimed'])} | {_count(m['reclaim_shrinks'])} "
-            f"| {_count(m['reclaim_preemptions'])} | {_count(m['preemptions'])} "
+            f"| {m['gpu_utilization']:.3f} | {fmt(run.loaned_gpu_h)} | {fmt_count(m['reclaims'])} "
+            f"| {fmt_count(m['servers_reclaimed'])} | {fmt_count(m['reclaim_shrinks'])} "
+            f"| {fmt_count(m['reclaim_preemptions'])} | {fmt_count(m['preemptions'])} "
             f"| {m['sim_wall_s']:.0f} |"
         )
     return lines
@@ -314,10 +309,10 @@ def reading(results: Sequence[tuple[float, Seeded]]) -> list[str]:
             f"{fmt(sm['avg_jct_s'])} vs {fmt(am['avg_jct_s'])} s. aryl ran "
             f"{fmt(aryl.loaned_gpu_h)} GPU-hours on loaned "
             f"servers; inference left {100 * aryl.lendable_share:.0f} % of its pool's GPU-time "
-            f"idle over the arrivals' span. Its {_count(am['reclaims'])} reclaims returned "
-            f"{_count(am['servers_reclaimed'])} servers and touched {_count(handled)} jobs: "
-            f"{_count(shrunk)} shrunk (extra workers on the returned server), "
-            f"{_count(preempted)} preempted."
+            f"idle over the arrivals' span. Its {fmt_count(am['reclaims'])} reclaims returned "
+            f"{fmt_count(am['servers_reclaimed'])} servers and touched {fmt_count(handled)} jobs: "
+            f"{fmt_count(shrunk)} shrunk (extra workers on the returned server), "
+            f"{fmt_count(preempted)} preempted."
         )
     return out
 
@@ -420,7 +415,7 @@ def differences(
         "so a burst does not queue behind jobs that grew while the cluster was quiet"
         + (f"; queueing still rises at {', '.join(queue_up)}" if queue_up else "")
         + ".",
-        f"**Reclaims.** {_count(shrunk)} of the {_count(touched)} jobs that `aryl`'s "
+        f"**Reclaims.** {fmt_count(shrunk)} of the {fmt_count(touched)} jobs that `aryl`'s "
         "reclaims touched (means over seeds"
         + (", summed over the loads) " if len(results) > 1 else ") ")
         + "were only shrunk: `loan_aware` placement puts elastic jobs' extra workers on "

@@ -58,7 +58,7 @@ from simulator.cluster import ClusterSpec, load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
 from simulator.metrics import SimulationResult
 from simulator.paths import clusters_dir, traces_dir
-from simulator.report import fmt
+from simulator.report import fmt, fmt_count
 from simulator.runner import RunConfig, build_simulation
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from simulator.traces import TraceJob, compress_arrivals, read_trace
@@ -244,13 +244,6 @@ def _mean(runs: Sequence[Run], key: str) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _count(value: float | None) -> str:
-    """A count, or a mean of counts over seeds (one decimal where it is not whole)."""
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
 def _utility(run: Run) -> float:
     return float(run.metrics["utility"])
 
@@ -274,8 +267,9 @@ def table(runs: Sequence[Run]) -> list[str]:
         lines.append(
             f"| {profile} | {len(mine)} | {fmt(statistics.fmean(utilities))}"
             f"{_spread(utilities)} | {100 * share:.1f} % "
-            f"| {_count(_mean(mine, 'jobs_completed'))} | {_count(_mean(mine, 'jobs_rejected'))} "
-            f"| {_count(_mean(mine, 'jobs_unfinished'))} | {fmt(_mean(mine, 'avg_jct_s'))} "
+            f"| {fmt_count(_mean(mine, 'jobs_completed'))} "
+            f"| {fmt_count(_mean(mine, 'jobs_rejected'))} "
+            f"| {fmt_count(_mean(mine, 'jobs_unfinished'))} | {fmt(_mean(mine, 'avg_jct_s'))} "
             f"| {fmt(_mean(mine, 'p95_jct_s'))} | {fmt(waited)} "
             f"| {_mean(mine, 'gpu_utilization') or 0.0:.3f} | {fmt(_mean(mine, 'sim_wall_s'))} |"
         )
@@ -328,7 +322,7 @@ def reading(runs: Sequence[Run]) -> list[str]:
         rejected_then = statistics.fmean(float(r.metrics["jobs_rejected"]) for r in by[SLOT_END])
         out.append(
             f"Valued at the end of its last slot (the paper's rule, row {SLOT_END}), "
-            f"OASiS earns {fmt(paper)} and rejects {_count(rejected_then)} jobs; valued "
+            f"OASiS earns {fmt(paper)} and rejects {fmt_count(rejected_then)} jobs; valued "
             f"when the work is done it earns "
             + ("as much (a tie)" if word == "a tie" else word)
             + f": {_pct(u, paper)} (mean per-seed difference {mean:+,.0f}, {margin}, "
@@ -341,12 +335,12 @@ def reading(runs: Sequence[Run]) -> list[str]:
         short = statistics.fmean(r.rejected_short for r in oasis)
         completed = statistics.fmean(float(r.metrics["jobs_completed"]) for r in oasis)
         out.append(
-            f"oasis rejects {_count(rejected)} of {jobs:,} jobs (mean over seeds): "
-            f"{_count(long)} run longer than its one-week horizon, the rest "
-            f"({_count(rejected - long)}) cannot pay for GPU-time at the prices of their "
-            f"arrival ({_count(short)} of them jobs whose utility halves or ends within "
+            f"oasis rejects {fmt_count(rejected)} of {jobs:,} jobs (mean over seeds): "
+            f"{fmt_count(long)} run longer than its one-week horizon, the rest "
+            f"({fmt_count(rejected - long)}) cannot pay for GPU-time at the prices of their "
+            f"arrival ({fmt_count(short)} of them jobs whose utility halves or ends within "
             "half an hour: twice their run time is under a slot). Its JCT and queueing "
-            f"average the {_count(completed)} it ran, so they are not comparable with the "
+            f"average the {fmt_count(completed)} it ran, so they are not comparable with the "
             "accept-all runs'."
         )
     alphas = [r.alpha for r in oasis if r.alpha is not None]
@@ -483,8 +477,8 @@ def summary(results: Sequence[Result], longest: tuple[int, float]) -> list[str]:
         f"at the end of that slot, the rows {SLOT_END}. With 30-minute slots that rule "
         "makes a job of minutes whose utility is gone within a slot (Alibaba's trace is "
         "full of them) worth nothing, so it is rejected, and lets a job that arrives late "
-        "in a slot wait for the next one at no loss to it: against accept-all "
-        f"{', '.join(rule_verdicts)}.",
+        "in a slot wait for the next one at no loss to it. Against accept-all, "
+        f"{'; '.join(rule_verdicts)}.",
         "* **Where admission pays.** With arrivals compressed the cluster is overloaded: "
         "under FIFO and DRF every job joins the queue and waits, and with utility falling "
         "in the wait many finish worth little. OASiS prices GPU-time by how much of it is "

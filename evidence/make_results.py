@@ -111,7 +111,7 @@ from policies.profiles import dispatch_profile_names
 from simulator.cluster import load_cluster
 from simulator.deciders import shipped_profiles
 from simulator.paths import clusters_dir, traces_dir
-from simulator.report import fmt
+from simulator.report import fmt, fmt_count
 from simulator.sweep import Point, Summary, run_point, summarise
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from simulator.traces import TraceJob, read_trace
@@ -575,13 +575,14 @@ def observations(summaries: Sequence[Summary]) -> list[str]:
     for s in summaries:
         if _m(s, "jobs_rejected"):
             out.append(
-                f"{s.setting['profile']} rejected {fmt(_m(s, 'jobs_rejected'))} jobs at "
+                f"{s.setting['profile']} rejected {fmt_count(_m(s, 'jobs_rejected'))} jobs at "
                 "admission (mean over seeds); its JCTs average the jobs it ran, so they are "
                 "not comparable with the others'."
             )
         if _m(s, "jobs_unfinished"):
             out.append(
-                f"{s.setting['profile']} left {fmt(_m(s, 'jobs_unfinished'))} jobs unfinished."
+                f"{s.setting['profile']} left {fmt_count(_m(s, 'jobs_unfinished'))} jobs "
+                "unfinished."
             )
     speeds = [(s.setting["profile"], _m(s, "jobs_per_s")) for s in summaries]
     slow, fast = min(speeds, key=lambda x: x[1]), max(speeds, key=lambda x: x[1])

@@ -35,6 +35,13 @@ def results_json(runs: Sequence[tuple[str, SimulationResult]]) -> dict[str, Any]
     return {"results": [{"profile": name, **result.metrics} for name, result in runs]}
 
 
+def fmt_count(value: float | None) -> str:
+    """A count, or a mean of counts over seeds: whole, or with one decimal where it is not."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
 def fmt(value: object) -> str:
     """A metric as a table cell: thousands separators, 3 significant decimals for small values."""
     if value is None:
