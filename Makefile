@@ -58,7 +58,7 @@ bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the who
 results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; 10-19 min quiet)
 	$(BIN)/python -m evidence.make_results
 
-results-oasis: $(STAMP) ## OASiS vs accept-all FIFO and DRF on total utility, seeds 0-2 (section oasis, about 1 min)
+results-oasis: $(STAMP) ## OASiS (and its slot-end rule) vs accept-all FIFO and DRF on total utility, seeds 0-2 (section oasis, about 2 min)
 	$(BIN)/python -m evidence.evidence_oasis --processes 2
 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
