@@ -54,6 +54,8 @@ def ranked_plan(
     free: FreeCapacity,
     score: Mapping[str, float],
     spread_penalty: float,
+    *,
+    candidates: list[tuple[str, int]] | None = None,
 ) -> list[tuple[str, int]] | str:
     """(node, workers) picks by `score` (higher is better), or why the job does not fit.
 
@@ -61,9 +63,11 @@ def ranked_plan(
     at its slowest type while paying for the dearer one's GPUs, which no per-machine
     score sees (Gavel gives a job one type for the same reason). Among the types with
     room, the plan with the best worst machine wins. Only when no type has room on its
-    own are types mixed, by rank.
+    own are types mixed, by rank. `candidates` is `free.candidate_nodes(job)`, where
+    the caller has it already.
     """
-    candidates = free.candidate_nodes(job)
+    if candidates is None:
+        candidates = free.candidate_nodes(job)
     room = sum(fit for _, fit in candidates)
     if room < workers:
         return not_enough_room(job, workers, room)
@@ -91,8 +95,10 @@ def _plan(
     spread_penalty: float,
 ) -> list[tuple[str, int]]:
     """The best machine that holds the job, or the machines in rank order if better."""
-    position = {node_id: i for i, (node_id, _) in enumerate(candidates)}
-    ranked = sorted(candidates, key=lambda c: (-score[c[0]], free.free_count(c[0]), position[c[0]]))
+    # By score, then tightest fit, then the candidates' order (the index breaks every tie,
+    # so the candidate itself is never compared).
+    keyed = sorted((-score[c[0]], free.free_count(c[0]), i, c) for i, c in enumerate(candidates))
+    ranked = [c for *_, c in keyed]
     single = next((node_id for node_id, fit in ranked if fit >= workers), None)
     picks: list[tuple[str, int]] = []
     left = workers
@@ -122,12 +128,21 @@ class HeteroGreedy:
         self.params = params
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
-        score = {
-            node.id: math.log(max(job.gpu_type_speed.get(node.gpu_type, 1.0), 1e-6))
-            - math.log(max(node.price_per_gpu_hour, MIN_PRICE))
-            for node in (free.node(n) for n, _ in free.candidate_nodes(job))
-        }
-        plan = ranked_plan(job, workers, free, score, self.params.spread_penalty)
+        candidates = free.candidate_nodes(job)
+        speeds = job.gpu_type_speed
+        # log speed − log price: the speed term once per GPU type (a cluster has few).
+        by_type: dict[str, float] = {}
+        score: dict[str, float] = {}
+        for node_id, _ in candidates:
+            node = free.node(node_id)
+            gpu_type = node.gpu_type
+            speed = by_type.get(gpu_type)
+            if speed is None:
+                speed = by_type[gpu_type] = math.log(max(speeds.get(gpu_type, 1.0), 1e-6))
+            score[node_id] = speed - math.log(max(node.price_per_gpu_hour, MIN_PRICE))
+        plan = ranked_plan(
+            job, workers, free, score, self.params.spread_penalty, candidates=candidates
+        )
         if isinstance(plan, str):
             return PlacementOutcome(reason=plan)
         return PlacementOutcome(assignments=assignments_for(free, job, plan))
