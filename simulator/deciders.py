@@ -36,6 +36,7 @@ from policies.profiles import Profile, load_profiles
 from policies.protocols import FeedbackLearner
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
 from policies.registry import Registry, build_registry
+from simulator.http_client import HttpClient
 
 
 class Decider(Protocol):
@@ -131,7 +132,8 @@ class DecisionServiceError(RuntimeError):
 class HttpDecider:
     """A running Arbiter service: `POST /v1/decisions` and `POST /v1/reclaim`.
 
-    `client` may be any `httpx.Client` (e.g. a `fastapi.testclient.TestClient`);
+    `client` is an `httpx.Client` or anything that posts as one does
+    (:class:`simulator.http_client.HttpClient`; tests pass the service's TestClient);
     by default one is opened on `base_url` and closed by `close()`.
     """
 
@@ -140,12 +142,12 @@ class HttpDecider:
         base_url: str,
         profile: str,
         *,
-        client: httpx.Client | None = None,
+        client: HttpClient | None = None,
         timeout_s: float = 60.0,
     ) -> None:
         self.profile = profile
         self._owns_client = client is None
-        self.client = client or httpx.Client(base_url=base_url, timeout=timeout_s)
+        self.client: HttpClient = client or httpx.Client(base_url=base_url, timeout=timeout_s)
         root = base_url.rstrip("/") if client is None else ""
         self.url = root + "/v1/decisions"
         self.reclaim_url = root + "/v1/reclaim"

@@ -19,6 +19,7 @@ from policies.learned.models import ModelProvider
 from policies.model import decode, encode
 from policies.profiles import load_profiles
 from policies.registry import build_registry
+from simulator.http_client import HttpClient
 
 if TYPE_CHECKING:
     from simulator.accelerator.system import RunResult
@@ -60,19 +61,20 @@ class InProcessDispatcher(PolicyDispatcher):
 
 
 class HttpDispatcher:
-    """A running service; `client` may be any `httpx.Client` (a TestClient in tests)."""
+    """A running service; `client` is an `httpx.Client` or anything that posts as one does
+    (:class:`simulator.http_client.HttpClient`; a TestClient in tests)."""
 
     def __init__(
         self,
         base_url: str,
         profile: str,
         *,
-        client: httpx.Client | None = None,
+        client: HttpClient | None = None,
         timeout_s: float = 60.0,
     ) -> None:
         self.name = profile
         self._owns_client = client is None
-        self.client = client or httpx.Client(base_url=base_url, timeout=timeout_s)
+        self.client: HttpClient = client or httpx.Client(base_url=base_url, timeout=timeout_s)
         root = base_url.rstrip("/") if client is None else ""
         self.url = root + "/v1/dispatch"
         self._profile_json = orjson.dumps(profile)
