@@ -9,7 +9,8 @@ of its best schedule, with prices that grow exponentially with the committed
 use of each resource, and prove the online algorithm competitive (docs/oasis.md).
 The claim checked here: where admission matters, the `oasis` profile earns more
 total utility than the same cluster accepting every job under FIFO (`fifo`) or
-DRF (`drf`).
+DRF (`drf`). OASiS also runs with the paper's completion rule (SLOT_END: a schedule
+valued at the end of its last slot) beside ours (valued when its work is done).
 
 * **Trace** (TRACE, CLUSTER): Alibaba's fortnight on its 44-GPU cluster, whole;
   each case (CASES) runs it at the recorded arrival times or with arrival gaps

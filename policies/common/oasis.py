@@ -1569,19 +1569,16 @@ class _Reachable:
             count = option - 1
             runs[t] = count
             if done == total:
-                done = _first_least(before, max(0, total - int(units[count])))
+                # The first state of least cost among those a slot's work finishes.
+                lowest = max(0, total - int(units[count]))
+                pick, least = lowest, math.inf
+                for d in sorted(before):
+                    if d >= lowest and before[d] < least:
+                        pick, least = d, before[d]
+                done = pick
             else:
                 done -= int(units[count])
         return runs
-
-
-def _first_least(done: Mapping[int, float], lowest: int) -> int:
-    """The first state from `lowest` on of least cost: where a finishing slot starts."""
-    pick, least = lowest, math.inf
-    for d in sorted(done):
-        if d >= lowest and done[d] < least:
-            pick, least = d, done[d]
-    return pick
 
 
 class _OneCount:
@@ -1641,15 +1638,6 @@ class _OneCount:
         found += [(0, d, units, v + cost) for d, v in mid if d >= lowest]
         return found
 
-    def _finishing(self, mid: list[tuple[int, float]], top_cost: float, units: int) -> int:
-        """The first state of least cost among those a slot's work finishes."""
-        top = self.total
-        lowest, least, done = max(0, top - units), math.inf, top
-        for d, v in [(0, 0.0), *mid, (top, top_cost)]:
-            if d >= lowest and v < least:
-                done, least = d, v
-        return done
-
     def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
         """Slots run (count index 0) by the cheapest way to be done by slot `last`; with
         `entry`, as :meth:`_Programme.backtrack`."""
@@ -1664,7 +1652,11 @@ class _OneCount:
                 continue
             runs[t] = 0
             if done == top:
-                done = self._finishing(mid, top_cost, units)
+                # The first state of least cost among those a slot's work finishes.
+                lowest, least = max(0, top - units), math.inf
+                for d, v in [(0, 0.0), *mid, (top, top_cost)]:
+                    if d >= lowest and v < least:
+                        done, least = d, v
             else:
                 done -= units
         return runs
