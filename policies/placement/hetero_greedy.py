@@ -97,8 +97,11 @@ def _plan(
     """The best machine that holds the job, or the machines in rank order if better."""
     # By score, then tightest fit, then the candidates' order (the index breaks every tie,
     # so the candidate itself is never compared).
-    keyed = sorted((-score[c[0]], free.free_count(c[0]), i, c) for i, c in enumerate(candidates))
-    ranked = [c for *_, c in keyed]
+    keyed = [(-score[c[0]], free.free_count(c[0]), i, c) for i, c in enumerate(candidates)]
+    first = min(keyed)[3]
+    if first[1] >= workers:
+        return [(first[0], workers)]  # the best-ranked machine holds it: the plan, unsorted
+    ranked = [c for *_, c in sorted(keyed)]
     single = next((node_id for node_id, fit in ranked if fit >= workers), None)
     picks: list[tuple[str, int]] = []
     left = workers
