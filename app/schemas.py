@@ -173,6 +173,14 @@ class PolicyChoiceOut(BaseModel):
 class ProfileOut(BaseModel):
     name: str
     description: str
+    settles: bool = Field(
+        description=(
+            "Asked again with nothing changed but the clock (no job arrived, finished or "
+            "changed, no node came or went) since its last decision was carried out, the "
+            "profile changes nothing: calling it on such events only is enough. False for "
+            "profiles that read the time, jobs' progress or the seed, preempt, or rescale."
+        )
+    )
     stages: dict[str, PolicyChoiceOut]
     fallback: dict[str, PolicyChoiceOut]
 

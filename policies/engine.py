@@ -59,6 +59,7 @@ from policies.protocols import (
     ScalingPolicy,
     StatefulPolicy,
     learned_model_key,
+    policy_settles,
     state_key_of,
 )
 from policies.registry import Registry
@@ -159,6 +160,24 @@ class Pipeline:
             if key is not None and key not in keys:
                 keys.append(key)
         return tuple(keys)
+
+    @cached_property
+    def settles(self) -> bool:
+        """Whether every policy that may answer a stage settles
+        (:func:`policies.protocols.policy_settles`): asked again after its decision was
+        carried out, with no event since, the pipeline changes nothing. Fallbacks
+        count, since they answer when a stage's policy cannot."""
+        fallbacks = (self.fallbacks, self.budget_fallbacks)
+        candidates = [
+            *self._stage_policies(),
+            *(
+                policy
+                for chosen in fallbacks
+                for policy in (chosen.admission, chosen.ordering, chosen.scaling, chosen.placement)
+                if policy is not None
+            ),
+        ]
+        return all(policy_settles(policy) for policy in candidates)
 
     @classmethod
     def build(

@@ -306,6 +306,25 @@ class LearnedPolicy(Protocol):
     def model_version(self) -> str: ...
 
 
+def policy_settles(policy: object) -> bool:
+    """Whether a policy (class or instance) declares `settles = True`.
+
+    Such a policy changes nothing when it is asked again after its own decision was
+    carried out and nothing happened since (no arrival, completion or change of the
+    nodes): what it reads moves only with such events, never with the clock alone
+    (not the time, a running job's progress or attained service, the inference
+    load, the seed, nor state of its own), and it never undoes what it did. Per
+    stage that means: an admission that judges a job once, on what the job asks
+    for; a non-preemptive ordering; a scaling whose count for a job depends on that
+    job alone; a placement that places a job whenever there is room for it, so
+    that a job it could not place finds no more room once others were placed.
+    A pipeline of such policies (:attr:`policies.engine.Pipeline.settles`) keeps
+    every job as it is and starts none when asked between events, so the simulator
+    does not ask it then (:class:`simulator.core.Simulation`). Undeclared: False.
+    """
+    return getattr(policy, "settles", False) is True
+
+
 def learned_model_key(policy: object) -> str | None:
     """The model key of a learned policy (class or instance), or None for any other."""
     key = getattr(policy, "model_key", None)

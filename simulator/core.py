@@ -300,6 +300,10 @@ class Simulation:
         # reclaim policy); else, for bare decision functions, the default profile's.
         self.reclaimer = reclaimer
         self._reclaim_with: Reclaimer | None = reclaimer
+        # Whether `run`'s decider settles (its `settles`: asked again with no event
+        # since its last decision, it changes nothing); then timer rounds between
+        # events are not asked. False for a stepping caller, who is asked every round.
+        self._settling = False
         self.cluster_id = cluster_id or cluster.name
         self.seed = seed
         self.base_nodes = cluster.build_nodes()
@@ -377,6 +381,7 @@ class Simulation:
         self._preemptions = 0
         self._reclaim_tally = _ReclaimTally()
         self._last_progress_t = self.now
+        self._settled = False  # a settling decider was asked and nothing happened since
         self._pending_snapshot: Snapshot | None = None
         self._reported_placements: dict[str, tuple[Assignment, ...]] = {}
         self._moved: set[str] = set()  # started or moved since the last throughput report
@@ -426,6 +431,7 @@ class Simulation:
         its `learns_from_feedback` says it has no use for it.
         """
         self._reclaim_with = self.reclaimer or _reclaimer_of(decide)
+        self._settling = bool(getattr(decide, "settles", False))
         snapshot = self.reset()
         finished = 0
         observe = getattr(decide, "observe", None)
@@ -556,8 +562,12 @@ class Simulation:
                     completed |= self._complete(ref, version)
                 else:
                     capacity_changed |= self._inference_change()
+            if arrived or completed or capacity_changed:
+                self._settled = False
             wanting = self._wanting()
-            need = timer and wanting
+            # A pipeline that settles, asked with no event since its last round, would
+            # change nothing: the timer's round is not asked.
+            need = timer and wanting and not self._settled
             if self.options.rounds_on_events:
                 need = need or arrived or capacity_changed or (completed and wanting)
             if need:
@@ -892,6 +902,7 @@ class Simulation:
             acted = True
         if acted:
             self._last_progress_t = self.now
+        self._settled = self._settling
         self._schedule_timer()
 
     def _preempt(self, job: _SimJob) -> None:

@@ -107,6 +107,13 @@ class EngineDecider:
         return outcome.decision
 
     @property
+    def settles(self) -> bool:
+        """Whether the pipeline changes nothing when asked between events
+        (:attr:`policies.engine.Pipeline.settles`): the simulator then asks it on
+        events only, not on the round timer."""
+        return self.pipeline.settles
+
+    @property
     def learns_from_feedback(self) -> bool:
         """Whether a policy of the pipeline folds throughput feedback into its state."""
         return bool(self._learners)
@@ -151,7 +158,19 @@ class HttpDecider:
         root = base_url.rstrip("/") if client is None else ""
         self.url = root + "/v1/decisions"
         self.reclaim_url = root + "/v1/reclaim"
+        self.profile_url = root + "/v1/profiles/" + profile
         self._profile_json = orjson.dumps(profile)
+        self._settles: bool | None = None
+
+    @property
+    def settles(self) -> bool:
+        """What the service says of the profile (`settles` of `GET /v1/profiles/{name}`),
+        asked once; False when it cannot say (then every round is asked)."""
+        if self._settles is None:
+            response = self.client.get(self.profile_url)
+            said = response.json() if response.status_code == 200 else None
+            self._settles = isinstance(said, dict) and said.get("settles") is True
+        return self._settles
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
         body = b"".join(

@@ -25,6 +25,8 @@ class HttpResponse(Protocol):
 
 
 class HttpClient(Protocol):
+    def get(self, url: str) -> HttpResponse: ...
+
     def post(
         self,
         url: str,

@@ -33,7 +33,7 @@ from app.errors import InvalidRequestError, NotFoundError, UnavailableError, inv
 from app.schemas import SimulateRequest, SimulateSnapshot, TraceRow
 from app.services.decisions import decode_body, parse_body
 from policies.decision import Decision
-from policies.model import Problem, Snapshot, snapshot_problems
+from policies.model import Problem, Snapshot, ThroughputObservation, snapshot_problems
 from policies.profiles import Profile
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from simulator.state import StartState, StateError, start_state
@@ -178,6 +178,19 @@ def run_simulation(
 
         def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
             return self.engine.reclaim(snapshot, request, seed)
+
+        # What the simulator asks of a decider besides its answers, as the engine says:
+        # which rounds it needs, and the throughput feedback its learners fold in.
+        @property
+        def settles(self) -> bool:
+            return self.engine.settles
+
+        @property
+        def learns_from_feedback(self) -> bool:
+            return self.engine.learns_from_feedback
+
+        def observe(self, observations: Sequence[ThroughputObservation]) -> None:
+            self.engine.observe(observations)
 
     try:
         if parsed.snapshot is None:

@@ -21,6 +21,7 @@ class AcceptAll:
     summary: ClassVar[str] = "Admit every job."
     source: ClassVar[str] = "Common baseline (no admission control)."
     Params: ClassVar[type[NoParams]] = NoParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: NoParams) -> None:
         self.params = params

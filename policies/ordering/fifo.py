@@ -31,6 +31,7 @@ class Fifo:
     summary: ClassVar[str] = "Serve jobs in submission order; running jobs first."
     source: ClassVar[str] = "Classic baseline; see Tiresias (Gu et al., NSDI 2019) §6."
     Params: ClassVar[type[FifoParams]] = FifoParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: FifoParams) -> None:
         self.params = params

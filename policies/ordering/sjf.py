@@ -38,6 +38,7 @@ class ShortestJobFirst:
     summary: ClassVar[str] = "Shortest estimated duration first; running jobs first, no preemption."
     source: ClassVar[str] = "Classic baseline; see Tiresias (Gu et al., NSDI 2019) §6."
     Params: ClassVar[type[SjfParams]] = SjfParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: SjfParams) -> None:
         self.params = params

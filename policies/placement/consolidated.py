@@ -47,6 +47,7 @@ class Consolidated:
         "Tiresias (Gu et al., NSDI 2019) §4.2; Gandiva (Xiao et al., OSDI 2018)."
     )
     Params: ClassVar[type[ConsolidatedParams]] = ConsolidatedParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: ConsolidatedParams) -> None:
         self.params = params

@@ -25,6 +25,7 @@ class FirstFit:
     summary: ClassVar[str] = "Fill nodes in snapshot order until every worker is placed."
     source: ClassVar[str] = "Classic first-fit bin packing (simulator baselines)."
     Params: ClassVar[type[NoParams]] = NoParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: NoParams) -> None:
         self.params = params

@@ -126,6 +126,7 @@ class HeteroGreedy:
         "Heterogeneity-aware greedy baseline (ours), as compared in Xing et al., KDD 2023."
     )
     Params: ClassVar[type[HeteroGreedyParams]] = HeteroGreedyParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: HeteroGreedyParams) -> None:
         self.params = params

@@ -63,6 +63,7 @@ class LoanAware:
         "EuroSys 2023), capacity loaning."
     )
     Params: ClassVar[type[LoanAwareParams]] = LoanAwareParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: LoanAwareParams) -> None:
         self.params = params

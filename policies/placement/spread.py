@@ -27,6 +27,7 @@ class Spread:
     summary: ClassVar[str] = "Round-robin one worker per node, emptiest nodes first."
     source: ClassVar[str] = "Classic load-balancing baseline (the opposite of consolidation)."
     Params: ClassVar[type[NoParams]] = NoParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: NoParams) -> None:
         self.params = params

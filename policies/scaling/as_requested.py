@@ -21,6 +21,7 @@ class AsRequested:
     summary: ClassVar[str] = "Run each job with the workers it requested."
     source: ClassVar[str] = "Classic baseline (rigid jobs)."
     Params: ClassVar[type[NoParams]] = NoParams
+    settles: ClassVar[bool] = True
 
     def __init__(self, params: NoParams) -> None:
         self.params = params

@@ -8,6 +8,7 @@ import re
 from fastapi.testclient import TestClient
 
 from policies.registry import build_registry
+from simulator.deciders import EngineDecider, shipped_profiles
 from tests.api.conftest import small_snapshot
 
 
@@ -33,6 +34,17 @@ def test_single_profile_and_unknown_profile(client: TestClient) -> None:
     missing = client.get("/v1/profiles/nope")
     assert missing.status_code == 404
     assert missing.json()["error"] == "not_found"
+
+
+def test_each_profile_says_whether_it_settles_as_its_engine_does(client: TestClient) -> None:
+    registry = build_registry()
+    profiles = client.get("/v1/profiles").json()
+    shipped = shipped_profiles(registry)
+    for listed in profiles:
+        engine = EngineDecider(shipped[listed["name"]], registry)
+        assert listed["settles"] is engine.settles, listed["name"]
+    settles = {p["name"] for p in profiles if p["settles"]}
+    assert "fifo" in settles and "tiresias" not in settles
 
 
 def test_policies_lists_every_registered_policy_with_params_schema(client: TestClient) -> None:

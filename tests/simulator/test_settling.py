@@ -1,0 +1,126 @@
+"""A pipeline that settles is asked on events only, and the timer rounds it is spared
+would have changed nothing: the same runs, round for round, give the same metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from policies.decision import Decision, Stage
+from policies.engine import Pipeline
+from policies.model import Snapshot
+from policies.profiles import PolicyChoice, Profile
+from policies.reclaim_models import ReclaimRequest, ReclaimResult
+from policies.registry import build_registry
+from simulator.deciders import EngineDecider, shipped_profiles
+from simulator.metrics import TIMING_KEYS
+from simulator.runner import build_simulation
+from tests.golden.record import (
+    SCENARIOS,
+    Scenario,
+    scenario_cluster,
+    scenario_config,
+    scenario_jobs,
+)
+
+SETTLING = sorted(name for name in shipped_profiles() if EngineDecider.named(name).settles)
+
+
+class EveryRound:
+    """The wrapped decider without its `settles`: the simulator asks it on every timer round."""
+
+    def __init__(self, inner: EngineDecider) -> None:
+        self.inner = inner
+
+    def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+        return self.inner(snapshot, seed, decision_id)
+
+    def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
+        return self.inner.reclaim(snapshot, request, seed)
+
+
+def _metrics(
+    scenario: Scenario, decider: Callable[[Snapshot, int, str], Decision]
+) -> dict[str, Any]:
+    jobs, cluster = scenario_jobs(scenario), scenario_cluster(scenario)
+    result = build_simulation(jobs, cluster, scenario_config(scenario)).run(decider)
+    return {k: v for k, v in result.metrics.items() if k not in TIMING_KEYS}
+
+
+def _same_outcome(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Every metric but the count of decisions equal; floats to within rounding.
+
+    Not bit for bit: the simulator adds a running job's progress up at every round it
+    asks, so fewer rounds add the same progress in fewer, longer steps, and a sum of
+    floats depends on how it is split (a completion moves by a few units in the last
+    place, and the times that follow from it with it).
+    """
+    if set(got) != set(want):
+        return False
+    for key, value in want.items():
+        if key == "decisions":
+            continue
+        other = got[key]
+        if isinstance(value, float) and isinstance(other, float):
+            if other != pytest.approx(value, rel=1e-9, abs=1e-9):
+                return False
+        elif other != value:
+            return False
+    return True
+
+
+def test_the_profiles_that_settle_are_the_non_preemptive_rigid_ones() -> None:
+    # Pinned: a policy declares `settles` on purpose, and a profile that gains or loses
+    # it changes how often the simulator asks it.
+    assert SETTLING == [
+        "edf",
+        "eft-greedy",
+        "fcfs",
+        "fifo",
+        "fifo-backfill",
+        "first-fit",
+        "llf",
+        "prema",
+        "relmas",
+        "sjf",
+        "spread",
+        "static",
+    ]
+
+
+@pytest.mark.parametrize("profile", ["tiresias", "srtf", "optimus", "drf", "random", "oasis"])
+def test_a_profile_that_reads_the_clock_or_the_seed_or_rescales_does_not_settle(
+    profile: str,
+) -> None:
+    assert not EngineDecider.named(profile).settles
+
+
+def test_a_fallback_that_does_not_settle_keeps_the_pipeline_from_settling() -> None:
+    registry = build_registry()
+    plain = Profile(name="plain")
+    guarded = Profile(name="guarded", fallback={Stage.ORDERING: PolicyChoice(name="tiresias")})
+    assert Pipeline.build(plain, registry).settles
+    assert not Pipeline.build(guarded, registry).settles
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_skipping_the_timer_rounds_of_a_settling_pipeline_changes_no_outcome(
+    scenario: Scenario,
+) -> None:
+    profiles = [p for p in (scenario.profiles or SETTLING) if p in SETTLING]
+    assert profiles, f"{scenario.name}: no settling profile runs here"
+    for profile in profiles:
+        on_events = _metrics(scenario, EngineDecider.named(profile))
+        every_round = _metrics(scenario, EveryRound(EngineDecider.named(profile)))
+        assert on_events["decisions"] <= every_round["decisions"], profile
+        assert _same_outcome(on_events, every_round), profile
+
+
+def test_a_queueing_fifo_run_is_asked_fewer_rounds_than_the_timer_would_ask() -> None:
+    philly = next(s for s in SCENARIOS if s.name == "philly")
+    on_events = _metrics(philly, EngineDecider.named("fifo"))
+    every_round = _metrics(philly, EveryRound(EngineDecider.named("fifo")))
+    assert on_events["avg_queue_s"] > 0  # jobs wait, so the timer runs
+    assert on_events["decisions"] < every_round["decisions"]
