@@ -384,33 +384,37 @@ class FreeCapacity:
         All at once, node by node: this runs for every running job of every decision,
         so both walks are written out (no helper calls) and the per-node array is
         written once at the end. Nodes move between buckets in the order they first
-        appear in `held`, which is the order placement later reads them in.
+        appear in `held`, which is the order placement later reads them in. (The engine
+        passes a list; anything else is listed first, since it is walked twice.)
         """
+        held = held if isinstance(held, list) else list(held)
         taken: dict[str, list[int]] = {}
         cpus: dict[str, float] = {}
         mem: dict[str, float] = {}
         nodes = self._nodes
-        for job, assignments in held:
+        # Every assignment in `held` order, flattened by one comprehension (a loop written
+        # out costs twice as much per job here, and most jobs have one assignment).
+        for a in [a for _, assignments in held for a in assignments]:
+            node_id = a.node_id
+            gpus = taken.get(node_id)
+            if gpus is not None:
+                gpus.extend(a.gpu_indices)
+            elif node_id in nodes:
+                taken[node_id] = list(a.gpu_indices)
+        # Most jobs ask for no CPUs or memory: adding their zeros changes no sum. A node's
+        # sums take the jobs in the same order as its GPUs do.
+        needs_more = [h for h in held if h[0].cpus_per_worker or h[0].memory_gb_per_worker]
+        for job, assignments in needs_more:
+            cpw, mpw = job.cpus_per_worker, job.memory_gb_per_worker
+            gpw = job.gpus_per_worker
             for a in assignments:
                 node_id = a.node_id
-                gpus = taken.get(node_id)
-                if gpus is not None:
-                    gpus.extend(a.gpu_indices)
-                elif node_id in nodes:
-                    taken[node_id] = list(a.gpu_indices)
-            cpw, mpw = job.cpus_per_worker, job.memory_gb_per_worker
-            # Most jobs ask for no CPUs or memory: adding their zeros changes no sum. A
-            # node's sums take the jobs in the same order as its GPUs do.
-            if cpw or mpw:
-                gpw = job.gpus_per_worker
-                for a in assignments:
-                    node_id = a.node_id
-                    if node_id not in nodes:
-                        continue
-                    if cpw:
-                        cpus[node_id] = cpus.get(node_id, 0.0) + len(a.gpu_indices) // gpw * cpw
-                    if mpw:
-                        mem[node_id] = mem.get(node_id, 0.0) + len(a.gpu_indices) // gpw * mpw
+                if node_id not in nodes:
+                    continue
+                if cpw:
+                    cpus[node_id] = cpus.get(node_id, 0.0) + len(a.gpu_indices) // gpw * cpw
+                if mpw:
+                    mem[node_id] = mem.get(node_id, 0.0) + len(a.gpu_indices) // gpw * mpw
         free_of, order = self._free, self._order
         buckets, rack_of = self._buckets, self._rack_of
         rack_buckets, rack_free = self._rack_buckets, self._rack_free

@@ -619,7 +619,7 @@ class _Allocation:
         running = [j for j in self.ordered if j.state is running_state]
         keep = self._running_to_keep(running)
         kept = running if len(keep) == len(running) else [j for j in running if j.id in keep]
-        self.free.take_held((job, job.placement) for job in kept)
+        self.free.take_held([(job, job.placement) for job in kept])
         # What _hold does, for jobs whose GPUs were just counted: every decision holds
         # every running job, so this loop runs for most of the snapshot.
         held, holding, tenant_gpus = self.rnd.held_gpus, self.placement, self.tenant_gpus
@@ -985,6 +985,16 @@ class _Allocation:
     def _entries(self) -> tuple[PlacementEntry, ...]:
         """Every job that runs after the decision, in the order's order."""
         placement, details = self.placement, self.details
+        if not details:
+            # No placement gave details (most decisions): one comprehension over the order.
+            get = placement.get
+            return tuple(
+                [
+                    PlacementEntry(job_id=job.id, assignments=assignments)
+                    for job in self.ordered
+                    if (assignments := get(job.id)) is not None
+                ]
+            )
         entries: list[PlacementEntry] = []
         for job in self.ordered:
             job_id = job.id
