@@ -314,13 +314,15 @@ def policy_settles(policy: object) -> bool:
     nodes): what it reads moves only with such events, never with the clock alone
     (not the time, a running job's progress or attained service, the inference
     load, the seed, nor state of its own), and it never undoes what it did. Per
-    stage that means: an admission that judges a job once, on what the job asks
-    for; a non-preemptive ordering; a scaling whose count for a job depends on that
-    job alone; a placement that places a job whenever there is room for it, so
-    that a job it could not place finds no more room once others were placed.
-    A pipeline of such policies (:attr:`policies.engine.Pipeline.settles`) keeps
-    every job as it is and starts none when asked between events, so the simulator
-    does not ask it then (:class:`simulator.core.Simulation`). Undeclared: False.
+    stage that means: an admission that admits every job; a non-preemptive
+    ordering; a scaling whose count for a job depends on that job alone; a
+    placement that places a job whenever there is room for it, so that a job it
+    could not place finds no more room once others were placed. A pipeline of such
+    policies (:attr:`policies.engine.Pipeline.settles`) keeps every job as it is
+    and starts none when asked between events; nor does a job's arrival change
+    anything but its admission while fewer GPUs are free than the job needs at its
+    smallest. The simulator asks it on neither (:class:`simulator.core.Simulation`).
+    Undeclared: False.
     """
     return getattr(policy, "settles", False) is True
 

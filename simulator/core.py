@@ -6,7 +6,9 @@ timers, kept in a heap ordered by `(time, kind, sequence)`: at one instant,
 completions free GPUs first, capacity changes next, then arrivals, then the
 timer. After the events of an instant the simulator asks for a decision when
 something a policy could act on changed: a job arrived, capacity changed, or a
-job completed or the round timer fired while jobs wait (or elastic jobs run).
+job completed or the round timer fired while jobs wait (or elastic jobs run). A
+decider whose pipeline settles (:func:`policies.protocols.policy_settles`) is not
+asked on the timer, nor on arrivals none of which has room to start.
 It builds the snapshot a cluster manager would send, gets a decision, checks it
 (no GPU twice, only schedulable GPUs, every running job kept or preempted,
 worker counts within bounds) and applies it: starts, preemptions (progress is
@@ -545,6 +547,7 @@ class Simulation:
                     completed |= self._complete(ref, version)
                 else:
                     capacity_changed |= self._inference_change()
+            first_arrival = self._next_arrival
             while (
                 self._next_arrival < len(self.specs)
                 and self.specs[self._next_arrival].submit_time <= t
@@ -562,6 +565,15 @@ class Simulation:
                     completed |= self._complete(ref, version)
                 else:
                     capacity_changed |= self._inference_change()
+            if (
+                arrived
+                and self._settled
+                and not (completed or capacity_changed)
+                and self._none_can_start(self.specs[first_arrival : self._next_arrival])
+            ):
+                # A pipeline that settles, asked now, would only admit them (its
+                # admission admits every job): none has room, and no other job gains any.
+                arrived = False
             if arrived or completed or capacity_changed:
                 self._settled = False
             wanting = self._wanting()
@@ -575,6 +587,24 @@ class Simulation:
                 return self._pending_snapshot
             self._record()
             self._schedule_timer()
+
+    def _none_can_start(self, arrivals: Sequence[JobSpec]) -> bool:
+        """Whether no job of `arrivals` could start on the GPUs free now, even at its
+        smallest count: each asks for more than are free (rejected on arrival, or started
+        on arrival from the initial placements: a job that starts is news, so False).
+
+        Running jobs hold only GPUs of nodes open to training (the decision check sees
+        to it, and a reclaim moves jobs off a server before it closes), so the free
+        GPUs are the open ones less the busy ones.
+        """
+        free = self._acct.capacity_gpus - self._acct.busy_gpus
+        for spec in arrivals:
+            job = self._jobs[spec.id]
+            if job.state == _REJECTED:
+                continue
+            if job.state != _PENDING or spec.min_workers * spec.gpus_per_worker <= free:
+                return False
+        return True
 
     def _wanting(self) -> bool:
         """Could a round do anything now? Jobs wait, or an elastic job could grow."""

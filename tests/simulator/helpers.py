@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from policies.decision import Decision
+from policies.model import Snapshot
 from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import ClusterSpec, NodeGroup
 from simulator.core import SimOptions, Simulation
@@ -55,7 +57,7 @@ def profile(ordering: str = "fifo", placement: str = "consolidated", **params: o
 def run(
     rows: Sequence[TraceJob],
     spec: ClusterSpec,
-    decider: EngineDecider,
+    decider: EngineDecider | Callable[[Snapshot, int, str], Decision],
     *,
     perf: PerfOptions | None = None,
     options: SimOptions | None = None,

@@ -24,6 +24,7 @@ from tests.golden.record import (
     scenario_config,
     scenario_jobs,
 )
+from tests.simulator.helpers import cluster, finish_times, group, run, trace
 
 SETTLING = sorted(name for name in shipped_profiles() if EngineDecider.named(name).settles)
 
@@ -44,31 +45,42 @@ class EveryRound:
 def _metrics(
     scenario: Scenario, decider: Callable[[Snapshot, int, str], Decision]
 ) -> dict[str, Any]:
+    metrics: dict[str, Any] = _outcome(scenario, decider)["metrics"]
+    return metrics
+
+
+def _outcome(
+    scenario: Scenario, decider: Callable[[Snapshot, int, str], Decision]
+) -> dict[str, Any]:
+    """The run's metrics, every job's record (in the order the run finished them) and
+    its time series."""
     jobs, cluster = scenario_jobs(scenario), scenario_cluster(scenario)
     result = build_simulation(jobs, cluster, scenario_config(scenario)).run(decider)
-    return {k: v for k, v in result.metrics.items() if k not in TIMING_KEYS}
+    series = result.series
+    return {
+        "metrics": {k: v for k, v in result.metrics.items() if k not in TIMING_KEYS},
+        "records": [r.row() for r in result.jobs],
+        "series": [series.t, series.waiting, series.running, series.busy_gpus],
+    }
 
 
-def _same_outcome(got: dict[str, Any], want: dict[str, Any]) -> bool:
-    """Every metric but the count of decisions equal; floats to within rounding.
+def _same_outcome(got: Any, want: Any) -> bool:
+    """Everything but the count of decisions equal; floats to within rounding.
 
     Not bit for bit: the simulator adds a running job's progress up at every round it
     asks, so fewer rounds add the same progress in fewer, longer steps, and a sum of
     floats depends on how it is split (a completion moves by a few units in the last
     place, and the times that follow from it with it).
     """
-    if set(got) != set(want):
-        return False
-    for key, value in want.items():
-        if key == "decisions":
-            continue
-        other = got[key]
-        if isinstance(value, float) and isinstance(other, float):
-            if other != pytest.approx(value, rel=1e-9, abs=1e-9):
-                return False
-        elif other != value:
-            return False
-    return True
+    if isinstance(want, dict) and isinstance(got, dict):
+        return set(got) == set(want) and all(
+            key == "decisions" or _same_outcome(got[key], value) for key, value in want.items()
+        )
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(map(_same_outcome, got, want))
+    if isinstance(want, float) and isinstance(got, float):
+        return bool(got == pytest.approx(want, rel=1e-9, abs=1e-9))
+    return bool(got == want)
 
 
 def test_the_profiles_that_settle_are_the_non_preemptive_rigid_ones() -> None:
@@ -112,9 +124,9 @@ def test_skipping_the_timer_rounds_of_a_settling_pipeline_changes_no_outcome(
     profiles = [p for p in (scenario.profiles or SETTLING) if p in SETTLING]
     assert profiles, f"{scenario.name}: no settling profile runs here"
     for profile in profiles:
-        on_events = _metrics(scenario, EngineDecider.named(profile))
-        every_round = _metrics(scenario, EveryRound(EngineDecider.named(profile)))
-        assert on_events["decisions"] <= every_round["decisions"], profile
+        on_events = _outcome(scenario, EngineDecider.named(profile))
+        every_round = _outcome(scenario, EveryRound(EngineDecider.named(profile)))
+        assert on_events["metrics"]["decisions"] <= every_round["metrics"]["decisions"], profile
         assert _same_outcome(on_events, every_round), profile
 
 
@@ -124,3 +136,30 @@ def test_a_queueing_fifo_run_is_asked_fewer_rounds_than_the_timer_would_ask() ->
     every_round = _metrics(philly, EveryRound(EngineDecider.named("fifo")))
     assert on_events["avg_queue_s"] > 0  # jobs wait, so the timer runs
     assert on_events["decisions"] < every_round["decisions"]
+
+
+def test_an_arrival_with_no_room_to_start_is_not_asked_of_a_settling_profile() -> None:
+    # One 8-GPU node: `hog` takes it for an hour; `small` arrives a minute later and
+    # has no room until `hog` ends. Asked: `hog`'s arrival, then its completion (which
+    # starts `small`). Not asked: `small`'s arrival and the timer while it waits.
+    rows = trace(("hog", 0.0, 8, 3600.0), ("small", 60.0, 4, 600.0))
+    spec = cluster(group(1, 8))
+    settling = run(rows, spec, EngineDecider.named("fifo"))
+    asked_always = run(rows, spec, EveryRound(EngineDecider.named("fifo")))
+    assert settling.metrics["decisions"] == 2
+    assert asked_always.metrics["decisions"] > 2
+    assert (
+        finish_times(settling)
+        == finish_times(asked_always)
+        == {
+            "hog": 3600.0,
+            "small": 4200.0,
+        }
+    )
+
+
+def test_an_arrival_that_could_start_is_asked() -> None:
+    rows = trace(("half", 0.0, 4, 3600.0), ("other-half", 60.0, 4, 600.0))
+    result = run(rows, cluster(group(1, 8)), EngineDecider.named("fifo"))
+    assert result.metrics["decisions"] == 2  # both arrivals; no one waits after
+    assert finish_times(result) == {"half": 3600.0, "other-half": 660.0}
