@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from policies.decision import Stage
+from policies.decision import ENGINE_STAGES, Stage
+from policies.protocols import policy_settles
 from policies.registry import Registry
 
 
@@ -288,6 +289,19 @@ def check_profile(profile: Profile, registry: Registry) -> None:
             registry.spec(stage, chosen.name).parse_params(chosen.params)
         except (LookupError, ValueError) as error:
             raise ProfileError(f"profile {profile.name!r}: {error}") from error
+
+
+def profile_settles(profile: Profile, registry: Registry) -> bool:
+    """Whether the profile's pipeline settles (:attr:`policies.engine.Pipeline.settles`),
+    from its policies' classes, without building them: each stage's policy and every
+    fallback that may answer for a stage, the CPU budget's included."""
+    chosen = [(stage, profile.choice(stage).name) for stage in ENGINE_STAGES]
+    chosen += [
+        (stage, choice.name)
+        for stage, choice in {**BUDGET_FALLBACK, **profile.fallback}.items()
+        if stage in ENGINE_STAGES
+    ]
+    return all(policy_settles(registry.spec(stage, name).cls) for stage, name in chosen)
 
 
 def load_profiles(registry: Registry, path: Path | None = None) -> dict[str, Profile]:

@@ -6,8 +6,8 @@ from app.errors import NotFoundError
 from app.schemas import PolicyChoiceOut, PolicyOut, ProfileOut
 from app.services.models import ActiveModels
 from policies.decision import ENGINE_STAGES, Stage
-from policies.profiles import BUDGET_FALLBACK, Profile
-from policies.protocols import learned_model_key, policy_settles
+from policies.profiles import Profile, profile_settles
+from policies.protocols import learned_model_key
 from policies.registry import Registry
 
 
@@ -52,22 +52,11 @@ class CatalogService:
             )
         return out
 
-    def _settles(self, profile: Profile) -> bool:
-        """:attr:`policies.engine.Pipeline.settles` of the profile, from its policies'
-        classes: its stages' policies and every fallback that may answer for them."""
-        chosen = [(stage, profile.choice(stage).name) for stage in ENGINE_STAGES]
-        chosen += [
-            (stage, choice.name)
-            for stage, choice in {**BUDGET_FALLBACK, **profile.fallback}.items()
-            if stage in ENGINE_STAGES
-        ]
-        return all(policy_settles(self.registry.spec(stage, name).cls) for stage, name in chosen)
-
     def _profile(self, profile: Profile) -> ProfileOut:
         return ProfileOut(
             name=profile.name,
             description=profile.description,
-            settles=self._settles(profile),
+            settles=profile_settles(profile, self.registry),
             stages={
                 s.value: PolicyChoiceOut(
                     name=profile.choice(s).name, params=profile.choice(s).params
