@@ -590,8 +590,8 @@ class Simulation:
 
     def _none_can_start(self, arrivals: Sequence[JobSpec]) -> bool:
         """Whether no job of `arrivals` could start on the GPUs free now, even at its
-        smallest count: each asks for more than are free (rejected on arrival, or started
-        on arrival from the initial placements: a job that starts is news, so False).
+        smallest count. A job rejected on arrival does not count; one started on arrival
+        (from the initial placements) is news, so the answer is then False.
 
         Running jobs hold only GPUs of nodes open to training (the decision check sees
         to it, and a reclaim moves jobs off a server before it closes), so the free

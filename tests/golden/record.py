@@ -251,11 +251,13 @@ def record() -> dict[str, Any]:
         for profile in scenario_profiles(scenario):
             # The captures come from a run that asks every round (the recorder has no
             # `settles`), so they do not depend on which rounds a pipeline that settles
-            # is spared; the metrics from the run the tests replay, with the bare decider.
+            # is spared; its metrics from the run the tests replay, with the bare decider.
+            decider = EngineDecider.named(profile)
             recorder = Recorder(EngineDecider.named(profile), scenario.name)
-            build_simulation(jobs, cluster, scenario_config(scenario)).run(recorder)
-            sim = build_simulation(jobs, cluster, scenario_config(scenario))
-            result = sim.run(EngineDecider.named(profile))
+            result = build_simulation(jobs, cluster, scenario_config(scenario)).run(recorder)
+            if decider.settles:
+                sim = build_simulation(jobs, cluster, scenario_config(scenario))
+                result = sim.run(decider)
             metrics = {k: v for k, v in result.metrics.items() if k not in TIMING_KEYS}
             simulations.append({"scenario": scenario.name, "profile": profile, "metrics": metrics})
             decisions += recorder.decisions

@@ -1,5 +1,6 @@
-"""A pipeline that settles is asked on events only, and the timer rounds it is spared
-would have changed nothing: the same runs, round for round, give the same metrics."""
+"""A pipeline that settles is asked on events only, and not on arrivals that have no room
+to start; the rounds it is spared would have changed nothing: the same runs give the
+same metrics, job records and time series."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ SETTLING = sorted(name for name in shipped_profiles() if EngineDecider.named(nam
 
 
 class EveryRound:
-    """The wrapped decider without its `settles`: the simulator asks it on every timer round."""
+    """The wrapped decider without its `settles`: the simulator asks it every round."""
 
     def __init__(self, inner: EngineDecider) -> None:
         self.inner = inner
@@ -40,13 +41,6 @@ class EveryRound:
 
     def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
         return self.inner.reclaim(snapshot, request, seed)
-
-
-def _metrics(
-    scenario: Scenario, decider: Callable[[Snapshot, int, str], Decision]
-) -> dict[str, Any]:
-    metrics: dict[str, Any] = _outcome(scenario, decider)["metrics"]
-    return metrics
 
 
 def _outcome(
@@ -118,7 +112,7 @@ def test_a_fallback_that_does_not_settle_keeps_the_pipeline_from_settling() -> N
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_skipping_the_timer_rounds_of_a_settling_pipeline_changes_no_outcome(
+def test_the_rounds_a_settling_pipeline_is_spared_change_no_outcome(
     scenario: Scenario,
 ) -> None:
     profiles = [p for p in (scenario.profiles or SETTLING) if p in SETTLING]
@@ -132,8 +126,8 @@ def test_skipping_the_timer_rounds_of_a_settling_pipeline_changes_no_outcome(
 
 def test_a_queueing_fifo_run_is_asked_fewer_rounds_than_the_timer_would_ask() -> None:
     philly = next(s for s in SCENARIOS if s.name == "philly")
-    on_events = _metrics(philly, EngineDecider.named("fifo"))
-    every_round = _metrics(philly, EveryRound(EngineDecider.named("fifo")))
+    on_events = _outcome(philly, EngineDecider.named("fifo"))["metrics"]
+    every_round = _outcome(philly, EveryRound(EngineDecider.named("fifo")))["metrics"]
     assert on_events["avg_queue_s"] > 0  # jobs wait, so the timer runs
     assert on_events["decisions"] < every_round["decisions"]
 
@@ -148,14 +142,8 @@ def test_an_arrival_with_no_room_to_start_is_not_asked_of_a_settling_profile() -
     asked_always = run(rows, spec, EveryRound(EngineDecider.named("fifo")))
     assert settling.metrics["decisions"] == 2
     assert asked_always.metrics["decisions"] > 2
-    assert (
-        finish_times(settling)
-        == finish_times(asked_always)
-        == {
-            "hog": 3600.0,
-            "small": 4200.0,
-        }
-    )
+    finished = {"hog": 3600.0, "small": 4200.0}
+    assert finish_times(settling) == finish_times(asked_always) == finished
 
 
 def test_an_arrival_that_could_start_is_asked() -> None:
