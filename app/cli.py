@@ -48,22 +48,11 @@ class _VerbParser(argparse.ArgumentParser):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from app.serving import ServeOptions, serve
 
-    uvicorn.run(
-        "app.main:app_factory",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        # Named rather than "auto", so that a missing package fails at start instead of
-        # silently serving on the pure-Python loop and parser (both in uvicorn[standard]).
-        loop="uvloop",
-        http="httptools",
-        access_log=False,  # a log line per decision costs more than the decision
+    return serve(
+        ServeOptions(host=args.host, port=args.port, workers=args.workers, log_level=args.log_level)
     )
-    return 0
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
@@ -136,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=1,
-        help="Worker processes (each runs decisions on ARBITER_DECISION_THREADS threads).",
+        help=(
+            "Worker processes, each with its own socket on the port (SO_REUSEPORT, so the "
+            "kernel spreads connections over them); each runs decisions on "
+            "ARBITER_DECISION_THREADS threads."
+        ),
     )
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(handler=_serve)
