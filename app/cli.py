@@ -47,6 +47,16 @@ class _VerbParser(argparse.ArgumentParser):
         return super().format_help()
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     from app.serving import ServeOptions, serve
 
@@ -123,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
         "--workers",
-        type=int,
+        type=_at_least_one,
         default=1,
         help=(
             "Worker processes, each with its own socket on the port (SO_REUSEPORT, so the "

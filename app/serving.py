@@ -4,8 +4,9 @@ uvicorn's own multi-worker mode binds one socket in its supervisor and hands it 
 worker. A worker's event loop, woken by a pending connection, accepts every connection
 then pending, so a client that opens its keep-alive connections together (a cluster
 manager's connection pool, a load generator) often has all of them on one worker while
-the others idle: with two workers and eight connections, one run in two served at one
-worker's rate (docs/benchmarks.md, "Two workers"). Here every worker binds its own
+the others idle: with two workers and eight connections, about half the runs of the
+throughput benchmark here served at one worker's rate (docs/benchmarks.md, "Two
+workers"). Here every worker binds its own
 socket with ``SO_REUSEPORT``, and the kernel spreads new connections over the workers'
 sockets by a hash of each connection's addresses.
 

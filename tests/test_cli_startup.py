@@ -84,3 +84,13 @@ def test_verb_help_lists_its_lazily_declared_options(capsys: pytest.CaptureFixtu
     help_text = capsys.readouterr().out
     assert "--trace" in help_text
     assert "--perf-model" in help_text
+
+
+@pytest.mark.parametrize("workers", ["0", "-2", "two"])
+def test_serve_refuses_a_worker_count_below_one_or_not_a_number(
+    workers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--workers", workers])
+    assert exited.value.code == 2
+    assert "--workers" in capsys.readouterr().err
