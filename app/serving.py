@@ -6,9 +6,9 @@ then pending, so a client that opens its keep-alive connections together (a clus
 manager's connection pool, a load generator) often has all of them on one worker while
 the others idle: with two workers and eight connections, about half the runs of the
 throughput benchmark here served at one worker's rate (docs/benchmarks.md, "Two
-workers"). Here every worker binds its own
-socket with ``SO_REUSEPORT``, and the kernel spreads new connections over the workers'
-sockets by a hash of each connection's addresses.
+workers"). Here every worker binds its own socket with ``SO_REUSEPORT``, and the kernel
+spreads new connections over the workers' sockets by a hash of each connection's
+addresses.
 
 The supervisor keeps a socket bound to the port (never listening, so it is given no
 connections): it reserves the port against other programs while a worker restarts, and
@@ -62,9 +62,7 @@ def reuse_port_balances() -> bool:
 
 
 def serve(options: ServeOptions) -> int:
-    """Serve until interrupted; the exit code."""
-    if options.workers < 1:
-        raise ValueError("--workers must be at least 1")
+    """Serve until interrupted; the exit code. The command line checks `workers` ≥ 1."""
     if options.workers == 1 or not reuse_port_balances():
         _uvicorn_run(options)
         return 0
@@ -186,7 +184,7 @@ class Supervisor:
     def _stop_all(self) -> None:
         processes = [process for process, _ in self._workers.values()]
         for process in processes:
-            if process.is_alive() and process.pid is not None:
+            if process.is_alive():
                 # SIGTERM: uvicorn stops accepting and finishes its requests.
                 with contextlib.suppress(ProcessLookupError):  # exited meanwhile
                     process.terminate()

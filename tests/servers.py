@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 POSTGRES_BIN_CANDIDATES = (
@@ -31,6 +32,17 @@ POSTGRES_BIN_CANDIDATES = (
     "/usr/lib/postgresql/16/bin",
     "/usr/lib/postgresql/17/bin",
 )
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, *, poll_s: float = 0.01
+) -> None:
+    """Return once `condition()` holds; fail the test after `timeout_s` naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(poll_s)
 
 
 class ServerUnavailableError(RuntimeError):

@@ -17,13 +17,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.serving import reuse_port_balances
-from tests.servers import free_port
+from tests.servers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,20 +72,16 @@ def healthy(port: int) -> bool:
         connection.close()
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 @contextlib.contextmanager
 def serving(port: int, workers: int, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     supervisor = launch(port, workers, tmp_path)
     try:
-        wait_until(lambda: len(workers_of(supervisor)) == workers and healthy(port))
+        wait_until(
+            lambda: len(workers_of(supervisor)) == workers and healthy(port),
+            60.0,
+            f"{workers} workers answering",
+            poll_s=0.2,
+        )
         yield supervisor
     finally:
         if supervisor.poll() is None:
@@ -140,9 +136,12 @@ def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering(tmp_path: P
         victim = workers_of(supervisor)[0]
         os.kill(victim, signal.SIGKILL)
         wait_until(
-            lambda: len(workers_of(supervisor)) == 2 and victim not in workers_of(supervisor)
+            lambda: len(workers_of(supervisor)) == 2 and victim not in workers_of(supervisor),
+            60.0,
+            "a replacement worker",
+            poll_s=0.2,
         )
-        wait_until(lambda: healthy(port))
+        wait_until(lambda: healthy(port), 60.0, "the port answering again", poll_s=0.2)
         assert supervisor.poll() is None
 
 
@@ -157,7 +156,12 @@ def test_sigterm_stops_every_worker_and_exits_cleanly(tmp_path: Path) -> None:
     port = free_port()
     supervisor = launch(port, 2, tmp_path)
     try:
-        wait_until(lambda: len(workers_of(supervisor)) == 2 and healthy(port))
+        wait_until(
+            lambda: len(workers_of(supervisor)) == 2 and healthy(port),
+            60.0,
+            "2 workers answering",
+            poll_s=0.2,
+        )
         pids = workers_of(supervisor)
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(timeout=60) == 0

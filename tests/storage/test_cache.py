@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from storage.cache import Cache, InProcessCache, RedisCache, create_cache
-from tests.servers import ThrowawayRedis, free_port
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
+from tests.servers import ThrowawayRedis, free_port, wait_until
 
 
 class Inbox:

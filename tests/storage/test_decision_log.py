@@ -20,7 +20,7 @@ from storage.db import create_engine_for, make_sessionmaker, upgrade_database
 from storage.log import DecisionLog, record_bytes
 from storage.models import Decision, FeedbackEvent
 from storage.records import DecisionRecord, LogRecord
-from tests.servers import ThrowawayPostgres, free_port
+from tests.servers import ThrowawayPostgres, free_port, wait_until
 from tests.storage.factories import make_decision, make_feedback
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -42,14 +42,6 @@ def fast_log(
         retry_initial_s=0.02,
         retry_max_s=0.3,
     )
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
 
 
 def spill_files(spill_dir: Path) -> list[Path]:
