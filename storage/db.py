@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool, StaticPool
 
+from storage.compression import CompressedDocument, load_json_document
 from storage.records import dump_json
 
 if TYPE_CHECKING:
@@ -59,8 +60,11 @@ def normalize_database_url(url: str) -> str:
     return url
 
 
-def _sqlite_json_serializer(value: object) -> str:
-    # SQLite JSON columns are TEXT; bytes would be stored as a BLOB.
+def _sqlite_json_serializer(value: object) -> str | bytes:
+    # SQLite JSON columns hold text; a compressed document is stored as a BLOB, as is
+    # (storage.compression), and read back by `load_json_document`.
+    if isinstance(value, CompressedDocument):
+        return bytes(value)
     return dump_json(value).decode()
 
 
@@ -78,6 +82,7 @@ def create_engine_for(url: str, **engine_options: Any) -> Engine:
     options: dict[str, Any] = {"json_deserializer": orjson.loads}
     if parsed.get_backend_name() == "sqlite":
         options["json_serializer"] = _sqlite_json_serializer
+        options["json_deserializer"] = load_json_document
         # No statement cache: a cached SQLite statement keeps a copy of the values last
         # bound to it until it is used again, and the log's multi-row INSERTs are one
         # statement per batch size, so the cache held up to a hundred-odd batches of

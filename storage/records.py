@@ -47,6 +47,17 @@ def dump_json(value: object) -> bytes:
     return orjson.dumps(value, default=_encode_other, option=orjson.OPT_NON_STR_KEYS)
 
 
+def document_json(document: JsonDocument) -> bytes:
+    """A document as JSON text: raw bytes as they are, a model by its own encoder."""
+    if isinstance(document, bytes | bytearray | memoryview):
+        return bytes(document)
+    if isinstance(document, msgspec.Struct):
+        return msgspec.json.encode(document)
+    if isinstance(document, BaseModel):
+        return document.__pydantic_serializer__.to_json(document)
+    return dump_json(document)
+
+
 def _json_value(document: JsonDocument) -> object:
     """A document as a value orjson can encode without re-encoding raw bytes."""
     if isinstance(document, bytes | bytearray | memoryview):

@@ -21,6 +21,7 @@ from sqlalchemy import Insert, Select, Table, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
 
+from storage.compression import compress_documents
 from storage.models import (
     Decision,
     FeedbackEvent,
@@ -29,7 +30,7 @@ from storage.models import (
     RetrainStatus,
     utc_now,
 )
-from storage.records import DecisionRecord, FeedbackRecord
+from storage.records import DecisionRecord, FeedbackRecord, document_json
 
 
 def _insert_ignoring_duplicates(
@@ -91,8 +92,19 @@ class DecisionRepository:
         self._session = session
 
     def add_many(self, records: Iterable[DecisionRecord]) -> int:
-        """Insert decisions; ids already stored are skipped. Returns how many were new."""
+        """Insert decisions; ids already stored are skipped. Returns how many were new.
+
+        On SQLite the snapshot and the decision are stored compressed
+        (:mod:`storage.compression`); PostgreSQL compresses its JSONB itself.
+        """
+        records = list(records)
         rows = [record.to_row() for record in records]
+        if rows and self._session.get_bind().dialect.name == "sqlite":
+            frames = compress_documents(
+                [document_json(d) for r in records for d in (r.snapshot, r.decision)]
+            )
+            for row, snapshot, decision in zip(rows, frames[::2], frames[1::2], strict=True):
+                row["snapshot"], row["decision"] = snapshot, decision
         return _insert_ignoring_duplicates(self._session, _table(Decision), rows)
 
     def get(self, decision_id: str) -> Decision | None:
