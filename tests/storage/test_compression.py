@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import orjson
 import pytest
 import zstandard
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from storage.compression import ZSTD_MAGIC, compress_documents, load_json_document
-from storage.db import create_engine_for
 from storage.repositories import DecisionRepository
 from tests.storage.factories import make_decision
 
@@ -26,22 +24,8 @@ SNAPSHOT = {
 DECISION = {"ordering": [f"j{i}" for i in range(80)], "pending": [], "fallback": None}
 
 
-@pytest.fixture
-def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
-    engine = create_engine_for(sqlite_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
-def sqlite_session(sqlite_engine: Engine) -> Iterator[Session]:
-    with sqlite_engine.connect() as connection:
-        transaction = connection.begin()
-        with Session(bind=connection) as db_session:
-            yield db_session
-        transaction.rollback()
+ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+ON_POSTGRESQL = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
 
 def _stored(session: Session, column: str, decision_id: str) -> str | bytes:
@@ -62,31 +46,33 @@ def test_documents_compress_to_frames_that_decompress_to_the_same_json() -> None
     assert compress_documents([]) == []
 
 
+@ON_SQLITE
 def test_sqlite_keeps_a_logged_snapshot_and_decision_as_zstandard_frames(
-    sqlite_session: Session,
+    session: Session,
 ) -> None:
     raw_snapshot = orjson.dumps(SNAPSHOT)
     record = make_decision("d-z", snapshot=raw_snapshot, decision=DECISION)
 
-    DecisionRepository(sqlite_session).add_many([record])
+    DecisionRepository(session).add_many([record])
 
-    stored = _stored(sqlite_session, "snapshot", "d-z")
+    stored = _stored(session, "snapshot", "d-z")
     assert isinstance(stored, bytes)
     assert stored.startswith(ZSTD_MAGIC)
     assert len(stored) * 4 < len(raw_snapshot)
     assert load_json_document(stored) == SNAPSHOT
-    assert load_json_document(_stored(sqlite_session, "decision", "d-z")) == DECISION
+    assert load_json_document(_stored(session, "decision", "d-z")) == DECISION
     # The small documents of the same row stay JSON text.
-    assert isinstance(_stored(sqlite_session, "policies", "d-z"), str)
-    read = DecisionRepository(sqlite_session).get("d-z")
+    assert isinstance(_stored(session, "policies", "d-z"), str)
+    read = DecisionRepository(session).get("d-z")
     assert read is not None
     assert (read.snapshot, read.decision) == (SNAPSHOT, DECISION)
 
 
+@ON_SQLITE
 def test_rows_stored_as_json_text_before_compression_still_read_back(
-    sqlite_session: Session,
+    session: Session,
 ) -> None:
-    sqlite_session.execute(
+    session.execute(
         text(
             "INSERT INTO decisions (decision_id, cluster_id, profile, created_at, now, "
             "stages, policies, snapshot, decision, latency_ms) VALUES ('d-text', "
@@ -99,37 +85,29 @@ def test_rows_stored_as_json_text_before_compression_still_read_back(
             "decision": orjson.dumps(DECISION).decode(),
         },
     )
-    DecisionRepository(sqlite_session).add_many(
+    DecisionRepository(session).add_many(
         [make_decision("d-new", snapshot=SNAPSHOT, created_at=datetime(2026, 1, 2, tzinfo=UTC))]
     )
 
-    assert isinstance(_stored(sqlite_session, "snapshot", "d-text"), str)
-    documents = list(DecisionRepository(sqlite_session).snapshots_and_decisions())
+    assert isinstance(_stored(session, "snapshot", "d-text"), str)
+    documents = list(DecisionRepository(session).snapshots_and_decisions())
     assert [snapshot for snapshot, _ in documents] == [SNAPSHOT, SNAPSHOT]
     assert documents[0][1] == DECISION
 
 
-def test_postgresql_keeps_logged_documents_as_queryable_jsonb(
-    postgres_url: str,
-) -> None:
-    engine = create_engine_for(postgres_url)
-    try:
-        with engine.connect() as connection:
-            transaction = connection.begin()
-            with Session(bind=connection) as session:
-                DecisionRepository(session).add_many(
-                    [make_decision("d-pg", snapshot=orjson.dumps(SNAPSHOT), decision=DECISION)]
-                )
-                kind, first_node = session.execute(
-                    text(
-                        "SELECT jsonb_typeof(snapshot), snapshot->'nodes'->0->>'id' "
-                        "FROM decisions WHERE decision_id = 'd-pg'"
-                    )
-                ).one()
-                read = DecisionRepository(session).get("d-pg")
-            transaction.rollback()
-    finally:
-        engine.dispose()
+@ON_POSTGRESQL
+def test_postgresql_keeps_logged_documents_as_queryable_jsonb(session: Session) -> None:
+    DecisionRepository(session).add_many(
+        [make_decision("d-pg", snapshot=orjson.dumps(SNAPSHOT), decision=DECISION)]
+    )
+
+    kind, first_node = session.execute(
+        text(
+            "SELECT jsonb_typeof(snapshot), snapshot->'nodes'->0->>'id' "
+            "FROM decisions WHERE decision_id = 'd-pg'"
+        )
+    ).one()
     assert (kind, first_node) == ("object", "n0")
+    read = DecisionRepository(session).get("d-pg")
     assert read is not None
     assert read.snapshot == SNAPSHOT
