@@ -27,8 +27,8 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """The first four bytes of every Zstandard frame (RFC 8878, section 3.1.1)."""
 
 LEVEL = 1
-"""Zstandard's fastest standard level: a small decision's documents shrink about 7× in
-about 20 µs each; higher levels gain a few per cent for twice the time."""
+"""Zstandard's fastest standard level. On the small example's request body (16,316
+bytes) it made a frame of 2,369 bytes in 15 µs; level 3 made 2,376 bytes in 17 µs."""
 
 
 class CompressedDocument(bytes):

@@ -25,6 +25,8 @@ import msgspec
 import orjson
 from pydantic import BaseModel
 
+from storage.compression import CompressedDocument
+
 JsonObject = dict[str, Any]
 JsonDocument = JsonObject | bytes | BaseModel | msgspec.Struct
 """A JSON document: a dict, pre-serialised bytes, or a model (Struct or pydantic) encoded
@@ -47,6 +49,10 @@ def dump_json(value: object) -> bytes:
     return orjson.dumps(value, default=_encode_other, option=orjson.OPT_NON_STR_KEYS)
 
 
+_ENCODED_ALONE = (bytes, bytearray, memoryview, msgspec.Struct, BaseModel)
+"""Documents encoded by themselves rather than as part of their row."""
+
+
 def document_json(document: JsonDocument) -> bytes:
     """A document as JSON text: raw bytes as they are, a model by its own encoder."""
     if isinstance(document, bytes | bytearray | memoryview):
@@ -59,15 +65,15 @@ def document_json(document: JsonDocument) -> bytes:
 
 
 def _json_value(document: JsonDocument) -> object:
-    """A document as a value orjson can encode without re-encoding raw bytes."""
-    if isinstance(document, bytes | bytearray | memoryview):
-        return orjson.Fragment(bytes(document))
-    if isinstance(document, msgspec.Struct):
-        # Encoded here, on the log's thread, so the request path never pays for it.
-        return orjson.Fragment(msgspec.json.encode(document))
-    if isinstance(document, BaseModel):
-        return orjson.Fragment(document.__pydantic_serializer__.to_json(document))
-    return document
+    """A document as a value orjson can encode without re-encoding raw bytes.
+
+    Raw bytes and models become fragments (a model encoded here, on the log's thread, so
+    the request path never pays for it); a compressed document is bound as it is
+    (:mod:`storage.compression`), and a dict is encoded with the row.
+    """
+    if isinstance(document, CompressedDocument) or not isinstance(document, _ENCODED_ALONE):
+        return document
+    return orjson.Fragment(document_json(document))
 
 
 def _utc(moment: datetime) -> datetime:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -98,13 +99,17 @@ class DecisionRepository:
         (:mod:`storage.compression`); PostgreSQL compresses its JSONB itself.
         """
         records = list(records)
-        rows = [record.to_row() for record in records]
-        if rows and self._session.get_bind().dialect.name == "sqlite":
+        if records and self._session.get_bind().dialect.name == "sqlite":
             frames = compress_documents(
                 [document_json(d) for r in records for d in (r.snapshot, r.decision)]
             )
-            for row, snapshot, decision in zip(rows, frames[::2], frames[1::2], strict=True):
-                row["snapshot"], row["decision"] = snapshot, decision
+            records = [
+                replace(record, snapshot=snapshot, decision=decision)
+                for record, snapshot, decision in zip(
+                    records, frames[::2], frames[1::2], strict=True
+                )
+            ]
+        rows = [record.to_row() for record in records]
         return _insert_ignoring_duplicates(self._session, _table(Decision), rows)
 
     def get(self, decision_id: str) -> Decision | None:
