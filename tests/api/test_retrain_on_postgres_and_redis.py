@@ -9,11 +9,13 @@ to the new version without restart.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -65,8 +67,8 @@ def _settings(tmp_path: Path, name: str, **shared: str) -> Settings:
     )
 
 
-def _run_worker(settings: Settings) -> subprocess.CompletedProcess[str]:
-    environment = {
+def _worker_environment(settings: Settings) -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT),
         "ARBITER_DATABASE_URL": settings.database_url,
@@ -74,10 +76,18 @@ def _run_worker(settings: Settings) -> subprocess.CompletedProcess[str]:
         "ARBITER_REDIS_PREFIX": settings.redis_prefix,
         "ARBITER_RETRAIN_QUEUE": settings.retrain_queue,
     }
+
+
+def _job(client: TestClient, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = client.get(f"/admin/retrain/{job_id}", headers=AUTH).json()
+    return job
+
+
+def _run_worker(settings: Settings) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app.cli", "worker", "--burst"],
         cwd=REPO_ROOT,
-        env=environment,
+        env=_worker_environment(settings),
         capture_output=True,
         text=True,
         timeout=600,
@@ -175,5 +185,57 @@ def test_a_job_over_its_time_limit_is_failed_with_the_reason(
         finished = finished_job(client, job.id)
     engine.dispose()
     assert finished["status"] == "failed"
-    assert "JobTimeoutException" in finished["error"]
+    assert "RetrainTimeLimit: the job ran past its time limit of 1 s" in finished["error"]
     assert finished["version"] is None
+
+
+def test_a_job_whose_work_horse_is_killed_is_failed_at_once_with_the_reason(
+    tmp_path: Path,
+    fresh_postgres_url: str,
+    redis_url: str,
+    redis_prefix: str,
+    queue_name: str,
+) -> None:
+    settings = _settings(
+        tmp_path,
+        "a",
+        database_url=fresh_postgres_url,
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
+        retrain_queue=queue_name,
+    )
+    too_much = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
+    with TestClient(create_app(settings)) as client:
+        log_decisions(client, "drf")
+        job_id = client.post(
+            "/admin/retrain", json={"policy": "dl2", "budget": too_much}, headers=AUTH
+        ).json()["id"]
+
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker", "--burst"],
+            cwd=REPO_ROOT,
+            env=_worker_environment(settings),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            poll(
+                lambda: True if _job(client, job_id)["status"] == "running" else None,
+                "the worker to start the job",
+            )
+            # The work horse is the worker's one child (RQ forks one per job).
+            children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
+            assert len(children) == 1, children
+            os.kill(int(children[0]), signal.SIGKILL)
+            output, _ = worker.communicate(timeout=120)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        # Failed by the worker, not 60 s later by the heartbeat timeout.
+        job = _job(client, job_id)
+
+    assert worker.returncode == 0, output
+    assert job["status"] == "failed"
+    assert "was killed (signal 9)" in job["error"], job["error"]

@@ -1,0 +1,87 @@
+"""The retrain worker's time limit stops training wherever it fires, a policy call included.
+
+The engine turns any `Exception` a policy raises into a fallback to another policy,
+and training spends most of its time inside policy calls; RQ's own limit is an
+`Exception`, so these tests run the engine under each limit with a placement that is
+still working when the limit fires.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import pytest
+from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
+
+from app.worker import RetrainTimeLimit, RetrainWorker, TimeLimit
+from policies.capacity import FreeCapacity
+from policies.decision import Stage
+from policies.engine import Pipeline
+from policies.model import Job
+from policies.profiles import Profile
+from policies.protocols import Context, NoParams, PlacementOutcome
+from policies.registry import PolicySpec, Registry, build_registry
+from tests.policies.builders import job, node, snap
+
+
+class SlowPlacement:
+    """A placement that takes ten seconds a job."""
+
+    name: ClassVar[str] = "slow"
+    version: ClassVar[str] = "0"
+    stage: ClassVar[Stage] = Stage.PLACEMENT
+    summary: ClassVar[str] = "Sleeps."
+    source: ClassVar[str] = "tests"
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        time.sleep(10.0)
+        raise AssertionError("the time limit should have stopped this call")
+
+
+def slow_pipeline() -> Pipeline:
+    registry = Registry([*build_registry().specs(), PolicySpec(SlowPlacement)])
+    profile = Profile.model_validate(
+        {
+            "name": "slow-with-fallback",
+            "placement": {"name": "slow"},
+            "fallback": {"placement": {"name": "consolidated"}},
+        }
+    )
+    return Pipeline.build(profile, registry)
+
+
+SNAPSHOT = snap([node("n0")], [job("a", workers=2)])
+
+# RQ's time limits are untyped classes: called through Any.
+OURS: Any = TimeLimit
+RQS: Any = UnixSignalDeathPenalty
+
+
+def test_the_worker_time_limit_passes_through_the_engines_fallback() -> None:
+    pipeline = slow_pipeline()
+    started = time.monotonic()
+    with (
+        pytest.raises(RetrainTimeLimit, match="time limit of 1 s"),
+        OURS(1, JobTimeoutException, job_id="j"),
+    ):
+        pipeline.decide(SNAPSHOT)
+    assert time.monotonic() - started < 5.0
+
+
+def test_rqs_own_time_limit_would_be_taken_for_a_policy_fault() -> None:
+    # Why the worker has a limit of its own: under RQ's, the engine falls back and the
+    # decision (and so the training) goes on.
+    with RQS(1, JobTimeoutException, job_id="j"):
+        decision = slow_pipeline().decide(SNAPSHOT)
+    assert decision.fallback is not None
+    assert "JobTimeoutException" in decision.fallback.reason
+
+
+def test_the_retrain_worker_uses_the_time_limit_no_guard_can_take() -> None:
+    assert RetrainWorker.death_penalty_class is TimeLimit
+    assert not issubclass(RetrainTimeLimit, Exception)
