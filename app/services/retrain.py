@@ -558,8 +558,10 @@ class LocalProcessQueue:
     A dispatcher thread starts the processes (spawned, not forked: this process
     has threads) and waits for them; `on_finished` is told after each (the model
     watcher checks at once, so an activation is served without waiting for the
-    next interval). On close, the running process is stopped and unfinished jobs
-    are failed with a reason.
+    next interval). A process running past `time_limit_s` (default
+    `ARBITER_RETRAIN_TIMEOUT_S`) is stopped and its job failed, as the RQ worker does.
+    On close, the running process is stopped and unfinished jobs are failed with a
+    reason.
     """
 
     def __init__(
@@ -567,8 +569,13 @@ class LocalProcessQueue:
         settings: Settings,
         sessions: sessionmaker[Session],
         on_finished: Callable[[], None] | None = None,
+        *,
+        time_limit_s: float | None = None,
     ) -> None:
         self._settings = settings.model_dump(mode="json")
+        self._time_limit_s = (
+            time_limit_s if time_limit_s is not None else float(settings.retrain_timeout_s)
+        )
         self._sessions = sessions
         self._on_finished = on_finished
         self._pending: collections.deque[str] = collections.deque()
@@ -618,11 +625,21 @@ class LocalProcessQueue:
                 )
                 process.start()
                 self._running = (job_id, process)
-            process.join()
+            process.join(self._time_limit_s)
+            over_time = process.is_alive()
+            if over_time:
+                process.terminate()
+                process.join()
             with self._lock:
                 self._running = None
                 closed = self._closed
-            if not closed and process.exitcode != 0:
+            if over_time:
+                fail_unfinished(
+                    self._sessions,
+                    job_id,
+                    f"the job ran past its time limit of {self._time_limit_s:g} s and was stopped",
+                )
+            elif not closed and process.exitcode != 0:
                 fail_unfinished(
                     self._sessions,
                     job_id,

@@ -1,4 +1,4 @@
-"""The retrain worker's time limit stops training wherever it fires, a policy call included.
+"""A retraining's time limit stops it wherever it is, on the RQ worker and without Redis.
 
 The engine turns any `Exception` a policy raises into a fallback to another policy,
 and training spends most of its time inside policy calls; RQ's own limit is an
@@ -9,11 +9,17 @@ still working when the limit fires.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from fastapi.testclient import TestClient
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
+from app.main import create_app
+from app.schemas import RetrainRequest
+from app.services.retrain import LocalProcessQueue, RetrainService
+from app.settings import Settings
 from app.worker import RetrainTimeLimit, RetrainWorker, TimeLimit
 from policies.capacity import FreeCapacity
 from policies.decision import Stage
@@ -22,6 +28,8 @@ from policies.model import Job
 from policies.profiles import Profile
 from policies.protocols import Context, NoParams, PlacementOutcome
 from policies.registry import PolicySpec, Registry, build_registry
+from storage.db import create_engine_for, make_sessionmaker
+from tests.api.retrain_helpers import TINY_BUDGET, TOKEN, log_decisions, poll
 from tests.policies.builders import job, node, snap
 
 
@@ -85,3 +93,29 @@ def test_rqs_own_time_limit_would_be_taken_for_a_policy_fault() -> None:
 def test_the_retrain_worker_uses_the_time_limit_no_guard_can_take() -> None:
     assert RetrainWorker.death_penalty_class is TimeLimit
     assert not issubclass(RetrainTimeLimit, Exception)
+
+
+def test_without_redis_a_retraining_past_its_time_limit_is_stopped_and_failed(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'arbiter.db'}"
+    settings = Settings(database_url=url, spill_dir=tmp_path / "spill", admin_token=TOKEN)
+    with TestClient(create_app(settings)) as client:
+        log_decisions(client, "drf")
+    engine = create_engine_for(url)
+    sessions = make_sessionmaker(engine)
+    queue = LocalProcessQueue(settings, sessions, time_limit_s=2.0)
+    too_much = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
+    try:
+        service = RetrainService(sessions, queue)
+        job_id = service.start(
+            RetrainRequest.model_validate({"policy": "dl2", "budget": too_much})
+        ).id
+        failed = poll(
+            lambda: out if (out := service.get(job_id)).status == "failed" else None,
+            "the job to be failed",
+        )
+    finally:
+        queue.close()
+        engine.dispose()
+    assert failed.error == "the job ran past its time limit of 2 s and was stopped"
