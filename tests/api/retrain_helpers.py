@@ -19,6 +19,11 @@ TINY_BUDGET = {
     "validation_episodes": 0,
     "held_out_episodes": 1,
 }
+
+# Minutes of work: a job with this budget is still training when a short time limit
+# stops it, whatever the machine's speed (a tiny budget finished within one second once
+# the simulator got fast enough).
+OVER_TIME_BUDGET = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
 """Seconds of training: enough to run every stage once."""
 
 T = TypeVar("T")

@@ -29,6 +29,7 @@ from app.settings import Settings
 from storage.db import create_engine_for, make_sessionmaker
 from tests.api.retrain_helpers import (
     AUTH,
+    OVER_TIME_BUDGET,
     TINY_BUDGET,
     TOKEN,
     finished_job,
@@ -50,6 +51,16 @@ def queue_name(redis_url: str) -> Iterator[str]:
         Queue(name, connection=connection).delete(delete_jobs=True)
     finally:
         connection.close()
+
+
+def _shared(database_url: str, redis_url: str, redis_prefix: str, queue: str) -> dict[str, str]:
+    """What every replica of a test shares: the database, Redis and the retrain queue."""
+    return {
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "redis_prefix": redis_prefix,
+        "retrain_queue": queue,
+    }
 
 
 def _settings(tmp_path: Path, name: str, **shared: str) -> Settings:
@@ -102,12 +113,7 @@ def test_a_retrain_queued_through_the_api_is_run_by_a_worker_and_swapped_in_by_e
     redis_prefix: str,
     queue_name: str,
 ) -> None:
-    shared = {
-        "database_url": fresh_postgres_url,
-        "redis_url": redis_url,
-        "redis_prefix": redis_prefix,
-        "retrain_queue": queue_name,
-    }
+    shared = _shared(fresh_postgres_url, redis_url, redis_prefix, queue_name)
     first, second = _settings(tmp_path, "a", **shared), _settings(tmp_path, "b", **shared)
     with TestClient(create_app(first)) as replica_a, TestClient(create_app(second)) as replica_b:
         log_decisions(replica_a, "drf")
@@ -154,26 +160,17 @@ def test_a_job_over_its_time_limit_is_failed_with_the_reason(
     queue_name: str,
 ) -> None:
     settings = _settings(
-        tmp_path,
-        "a",
-        database_url=fresh_postgres_url,
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        retrain_queue=queue_name,
+        tmp_path, "a", **_shared(fresh_postgres_url, redis_url, redis_prefix, queue_name)
     )
     with TestClient(create_app(settings)) as client:
         log_decisions(client, "drf")
     engine = create_engine_for(fresh_postgres_url)
     sessions = make_sessionmaker(engine)
-    # A budget of minutes of work against a limit of one second: the job is stopped
-    # at the limit whatever the machine's speed (a tiny budget finished within the
-    # second once the simulator got fast enough). The limit, not the budget, bounds
-    # how long this test runs.
+    # The limit, not the budget, bounds how long this test runs.
     queue = RqRetrainQueue(redis_url, queue_name, timeout_s=1)
-    too_much = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
     try:
         job = RetrainService(sessions, queue).start(
-            RetrainRequest.model_validate({"policy": "dl2", "budget": too_much})
+            RetrainRequest.model_validate({"policy": "dl2", "budget": OVER_TIME_BUDGET})
         )
     finally:
         queue.close()
@@ -197,18 +194,12 @@ def test_a_job_whose_work_horse_is_killed_is_failed_at_once_with_the_reason(
     queue_name: str,
 ) -> None:
     settings = _settings(
-        tmp_path,
-        "a",
-        database_url=fresh_postgres_url,
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        retrain_queue=queue_name,
+        tmp_path, "a", **_shared(fresh_postgres_url, redis_url, redis_prefix, queue_name)
     )
-    too_much = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
     with TestClient(create_app(settings)) as client:
         log_decisions(client, "drf")
         job_id = client.post(
-            "/admin/retrain", json={"policy": "dl2", "budget": too_much}, headers=AUTH
+            "/admin/retrain", json={"policy": "dl2", "budget": OVER_TIME_BUDGET}, headers=AUTH
         ).json()["id"]
 
         worker = subprocess.Popen(

@@ -29,7 +29,7 @@ from policies.profiles import Profile
 from policies.protocols import Context, NoParams, PlacementOutcome
 from policies.registry import PolicySpec, Registry, build_registry
 from storage.db import create_engine_for, make_sessionmaker
-from tests.api.retrain_helpers import TINY_BUDGET, TOKEN, log_decisions, poll
+from tests.api.retrain_helpers import OVER_TIME_BUDGET, TOKEN, log_decisions, poll
 from tests.policies.builders import job, node, snap
 
 
@@ -105,11 +105,10 @@ def test_without_redis_a_retraining_past_its_time_limit_is_stopped_and_failed(
     engine = create_engine_for(url)
     sessions = make_sessionmaker(engine)
     queue = LocalProcessQueue(settings, sessions, time_limit_s=2.0)
-    too_much = {**TINY_BUDGET, "updates": 500, "episodes_per_update": 8, "jobs": 200}
     try:
         service = RetrainService(sessions, queue)
         job_id = service.start(
-            RetrainRequest.model_validate({"policy": "dl2", "budget": too_much})
+            RetrainRequest.model_validate({"policy": "dl2", "budget": OVER_TIME_BUDGET})
         ).id
         failed = poll(
             lambda: out if (out := service.get(job_id)).status == "failed" else None,
