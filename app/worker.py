@@ -27,7 +27,8 @@ import os
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from rq import Worker
+from rq import Queue, Worker
+from rq.serializers import JSONSerializer
 from rq.timeouts import UnixSignalDeathPenalty
 
 from app.services.retrain import fail_unfinished, run_with_settings
@@ -71,30 +72,28 @@ def retrain_task_failed(
     traceback: TracebackType | None,
 ) -> None:
     """RQ's failure callback (a timeout, a crashed work horse): fail the retrain job."""
-    from storage.db import create_engine_for, make_sessionmaker  # noqa: PLC0415
-
-    engine = create_engine_for(Settings().database_url)
-    try:
-        reason = f"{exc_type.__name__}: {exc_value}" if exc_type is not None else "job failed"
-        fail_unfinished(make_sessionmaker(engine), job.id, f"the worker failed the job: {reason}")
-    finally:
-        engine.dispose()
+    reason = f"{exc_type.__name__}: {exc_value}" if exc_type is not None else "job failed"
+    _fail(job.id, f"the worker failed the job: {reason}")
 
 
 def retrain_horse_killed(job: Job, pid: int, status: int, usage: Any) -> None:
     """RQ's handler for a work horse that was killed: no failure callback runs then, so
     fail the retrain job here rather than leave it to the heartbeat timeout."""
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {status}"
+    _fail(
+        job.id,
+        f"the worker's process for the job was killed ({how}): past its time limit, "
+        "or out of memory",
+    )
+
+
+def _fail(job_id: str, reason: str) -> None:
+    """Fail retrain job `job_id` in the database the environment names."""
     from storage.db import create_engine_for, make_sessionmaker  # noqa: PLC0415
 
-    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {status}"
     engine = create_engine_for(Settings().database_url)
     try:
-        fail_unfinished(
-            make_sessionmaker(engine),
-            job.id,
-            f"the worker's process for the job was killed ({how}): past its time limit, "
-            "or out of memory",
-        )
+        fail_unfinished(make_sessionmaker(engine), job_id, reason)
     finally:
         engine.dispose()
 
@@ -102,8 +101,6 @@ def retrain_horse_killed(job: Job, pid: int, status: int, usage: Any) -> None:
 def serve(settings: Settings, *, burst: bool = False, queue: str | None = None) -> int:
     """Work the retrain queue until stopped (or, with `burst`, until it is empty)."""
     import redis  # noqa: PLC0415
-    from rq import Queue  # noqa: PLC0415
-    from rq.serializers import JSONSerializer  # noqa: PLC0415
 
     if settings.redis_url is None:
         raise ValueError(
