@@ -101,6 +101,8 @@ class Stint:
     """The family's factor for being spread so (1: packed on one node)."""
     slowest_machine: float
     slowest_type: float
+    types_measured: bool
+    """Whether the performance tables give the family's speed on every type it held."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class _PlacementsOf(EngineDecider):
             locality=family.locality(gpus, largest) if model.options.locality else 1.0,
             slowest_machine=min(model.node_factor[a.node_id] for a in assignments),
             slowest_type=min(model.type_speed(family, t) for t in types),
+            types_measured=all(t in family.gpu_speed for t in types),
         )
 
 
@@ -258,7 +261,7 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
     types = (
         "its GPU types count as equal for it (the measured model has no speed for "
         f"`{before.family}` on them)"
-        if stint.slowest_type == 1.0
+        if not stint.types_measured
         else f"its slowest GPU type runs at {stint.slowest_type:.2f}"
     )
     lines = [
