@@ -306,7 +306,7 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
         "Least-attained-service preempts the job that has run longest; when it resumes, "
         "consolidated placement, which both profiles use, spreads a job that fits one "
         "node over several if no single node has room, and a running job is never "
-        "gathered back onto one. FIFO, which never preempts, started it once, on one node. "
+        "gathered back onto one. FIFO never preempts: it kept the job where it first started it. "
         "Waiting for one node avoids the spread but keeps jobs waiting that could run "
         "(the last two columns); on a mean over a fortnight in which a few jobs run for "
         "days, where one of them lands decides a seed.",
