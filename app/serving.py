@@ -12,10 +12,13 @@ addresses.
 
 The supervisor keeps a socket bound to the port (never listening, so it is given no
 connections): it reserves the port against other programs while a worker restarts, and
-resolves port 0 to the port every worker then binds. A worker that dies is restarted;
-one that dies within ``START_GRACE_S`` of its start is taken for a start-up failure
-(a database that cannot be reached, a bad setting), and the supervisor stops every
-worker and exits with its code instead of restarting it in a loop.
+resolves port 0 to the port every worker then binds. Each worker tells the supervisor
+when its start-up is done (the app's lifespan has run and its socket is served). A
+worker that dies after that is restarted; one that dies before it failed to start (a
+database that cannot be reached, a bad setting), and the supervisor stops every worker
+and exits with its code instead of restarting it in a loop. Readiness, not the time
+since the start, tells the two apart: on a loaded machine, importing the app alone can
+take longer than any fixed grace period.
 
 Linux only (other systems either lack ``SO_REUSEPORT`` or do not balance with it):
 elsewhere, :func:`serve` hands several workers to uvicorn's own mode.
@@ -33,6 +36,7 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
 from types import FrameType
 from typing import Any
 
@@ -41,8 +45,6 @@ import uvicorn
 logger = logging.getLogger("arbiter.serve")
 
 APP = "app.main:app_factory"
-START_GRACE_S = 10.0
-"""A worker that exits sooner than this after its start failed to start."""
 STOP_TIMEOUT_S = 30.0
 """How long workers get to finish their requests after SIGTERM before they are killed."""
 BACKLOG = 2048  # uvicorn's default
@@ -112,11 +114,23 @@ def shared_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_worker(host: str, port: int, log_level: str) -> None:
+class _WorkerServer(uvicorn.Server):
+    """uvicorn, setting `ready` once its start-up is done (a failed one exits first)."""
+
+    def __init__(self, config: uvicorn.Config, ready: Event) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self._ready.set()
+
+
+def run_worker(host: str, port: int, log_level: str, ready: Event) -> None:
     """One worker process: its own listening socket on the shared port, and uvicorn."""
     sock = shared_socket(host, port)
     sock.listen(BACKLOG)
-    uvicorn.Server(uvicorn.Config(APP, **_uvicorn_options(log_level))).run(sockets=[sock])
+    _WorkerServer(uvicorn.Config(APP, **_uvicorn_options(log_level)), ready).run(sockets=[sock])
 
 
 class Supervisor:
@@ -126,7 +140,7 @@ class Supervisor:
         self.options = options
         self._context = multiprocessing.get_context("spawn")
         self._stopping = False
-        self._workers: dict[int, tuple[BaseProcess, float]] = {}  # slot -> (process, start)
+        self._workers: dict[int, tuple[BaseProcess, Event]] = {}  # slot -> (process, ready)
 
     def run(self) -> int:
         try:
@@ -151,13 +165,14 @@ class Supervisor:
         self._stopping = True
 
     def _start(self, slot: int, port: int) -> None:
+        ready = self._context.Event()
         process = self._context.Process(
             target=run_worker,
-            args=(self.options.host, port, self.options.log_level),
+            args=(self.options.host, port, self.options.log_level, ready),
             name=f"arbiter-worker-{slot}",
         )
         process.start()
-        self._workers[slot] = (process, time.monotonic())
+        self._workers[slot] = (process, ready)
 
     def _supervise(self, port: int) -> int:
         print(
@@ -170,11 +185,11 @@ class Supervisor:
         while not self._stopping:
             sentinels = [process.sentinel for process, _ in self._workers.values()]
             multiprocessing.connection.wait(sentinels, timeout=0.5)
-            for slot, (process, started) in list(self._workers.items()):
+            for slot, (process, ready) in list(self._workers.items()):
                 if process.is_alive() or self._stopping:
                     continue
                 code = process.exitcode if process.exitcode is not None else 1
-                if time.monotonic() - started < START_GRACE_S:
+                if not ready.is_set():
                     logger.error("worker %d exited with %s during start-up; stopping", slot, code)
                     return code if code > 0 else 1
                 logger.warning("worker %d exited with %s; restarting it", slot, code)

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,11 +32,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def launch(port: int, workers: int, tmp_path: Path, **env: str) -> subprocess.Popen[bytes]:
-    # A shorter start-up grace than the service's 10 s, so that the restart test need not
-    # wait for it; everything else is `arbiter serve`.
     code = (
         "import app.serving as s\n"
-        "s.START_GRACE_S = 3.0\n"
         f"raise SystemExit(s.serve(s.ServeOptions('127.0.0.1', {port}, {workers}, 'warning')))"
     )
     return subprocess.Popen(
@@ -111,20 +107,27 @@ def connections_by_worker(port: int, pids: list[int]) -> dict[int, int]:
     return counts
 
 
-def test_connections_opened_together_are_spread_over_every_worker(tmp_path: Path) -> None:
-    port = free_port()
-    with serving(port, 2, tmp_path) as supervisor:
-        # Opened at once, as a client's connection pool opens them: with one shared
-        # socket, the first worker to wake would accept them all.
-        connections = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(24)]
+def answers_by_worker(port: int, supervisor: subprocess.Popen[bytes]) -> dict[int, int]:
+    """Open 24 connections at once, as a client's connection pool opens them (with one
+    shared socket, the first worker to wake would accept them all), ask `/healthz` on
+    each, and count the connections each worker holds."""
+    connections = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(24)]
+    try:
         for connection in connections:
             connection.connect()
         for connection in connections:
             connection.request("GET", "/healthz")
             assert connection.getresponse().read() == b'{"status":"ok"}'
-        counts = connections_by_worker(port, workers_of(supervisor))
+        return connections_by_worker(port, workers_of(supervisor))
+    finally:
         for connection in connections:
             connection.close()
+
+
+def test_connections_opened_together_are_spread_over_every_worker(tmp_path: Path) -> None:
+    port = free_port()
+    with serving(port, 2, tmp_path) as supervisor:
+        counts = answers_by_worker(port, supervisor)
     assert sum(counts.values()) == 24
     assert all(count > 0 for count in counts.values()), counts
 
@@ -132,7 +135,13 @@ def test_connections_opened_together_are_spread_over_every_worker(tmp_path: Path
 def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering(tmp_path: Path) -> None:
     port = free_port()
     with serving(port, 2, tmp_path) as supervisor:
-        time.sleep(3.5)  # past the start-up grace: a death now is not a failed start
+        # Both workers answering: each has started, so a death now is not a failed start.
+        wait_until(
+            lambda: all(answers_by_worker(port, supervisor).values()),
+            60.0,
+            "both workers answering",
+            poll_s=0.2,
+        )
         victim = workers_of(supervisor)[0]
         os.kill(victim, signal.SIGKILL)
         wait_until(
@@ -150,6 +159,21 @@ def test_a_worker_that_cannot_start_ends_the_service_with_its_error(tmp_path: Pa
     output, _ = supervisor.communicate(timeout=120)
     assert supervisor.returncode != 0
     assert b"log_batch_size" in output  # the setting at fault, as the worker reported it
+
+
+def test_a_worker_that_dies_before_its_start_up_is_done_ends_the_service(tmp_path: Path) -> None:
+    # Readiness, not time, marks a start: killed while it still imports the app (seconds,
+    # and longer on a loaded machine), the worker never started, and no restart loop follows.
+    supervisor = launch(free_port(), 2, tmp_path)
+    try:
+        wait_until(lambda: len(workers_of(supervisor)) == 2, 60.0, "2 workers", poll_s=0.05)
+        os.kill(workers_of(supervisor)[0], signal.SIGKILL)
+        output, _ = supervisor.communicate(timeout=120)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    assert supervisor.returncode != 0
+    assert b"during start-up" in output
 
 
 def test_sigterm_stops_every_worker_and_exits_cleanly(tmp_path: Path) -> None:
