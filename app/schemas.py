@@ -181,6 +181,14 @@ class ProfileOut(BaseModel):
             "profiles that read the time, jobs' progress or the seed, preempt, or rescale."
         )
     )
+    gathers: bool = Field(
+        description=(
+            "Moves a running job spread over several nodes onto one once a node has room "
+            "for all of it (status `moved` in the decision: the job restarts there). A "
+            "caller that asks only while jobs wait should also ask when GPUs free up "
+            "while such a job runs."
+        )
+    )
     stages: dict[str, PolicyChoiceOut]
     fallback: dict[str, PolicyChoiceOut]
 

@@ -102,6 +102,7 @@ class JobStatus(StrEnum):
     STARTED = "started"  # pending before, runs after this decision
     RUNNING = "running"  # keeps running as it was
     RESIZED = "resized"  # keeps running with a different worker count
+    MOVED = "moved"  # keeps its worker count on other GPUs, fewer nodes (restarts there)
     PENDING = "pending"
     PREEMPTED = "preempted"
     REJECTED = "rejected"

@@ -51,6 +51,7 @@ from policies.protocols import (
     BudgetExceeded,
     Context,
     CpuBudget,
+    GatheringPlacement,
     Ordering,
     OrderingPolicy,
     PlacementOutcome,
@@ -59,6 +60,7 @@ from policies.protocols import (
     ScalingPolicy,
     StatefulPolicy,
     learned_model_key,
+    policy_gathers,
     policy_settles,
     state_key_of,
 )
@@ -178,6 +180,14 @@ class Pipeline:
             ),
         ]
         return all(policy_settles(policy) for policy in candidates)
+
+    @cached_property
+    def gathers(self) -> bool:
+        """Whether the placement (or its fallback) moves running jobs spread over several
+        nodes onto fewer (:func:`policies.protocols.policy_gathers`): a completion that
+        frees GPUs is then worth a round even when no job waits."""
+        backups = (self.fallbacks.placement, self.budget_fallbacks.placement)
+        return any(policy_gathers(p) for p in (self.placement, *backups) if p is not None)
 
     @classmethod
     def build(
@@ -589,6 +599,7 @@ class _Allocation:
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
         self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
+        self.moved: dict[str, int] = {}  # running jobs gathered onto fewer nodes: nodes before
         self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
@@ -657,6 +668,8 @@ class _Allocation:
                     continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
+        if getattr(self.rnd.placement.policy, "gathers", False):
+            self._gather_spread(running)
         placement = self._entries()
         if self.rnd.explain:
             self._explain_all()
@@ -794,6 +807,68 @@ class _Allocation:
             self._hold(job, job.placement, held)
             del self.preempted[job.id]
             self.outranked.discard(job.id)
+
+    def _gather_spread(self, running: list[Job]) -> None:
+        """Move running jobs spread over several nodes onto fewer, in service order, where
+        the placement policy finds room (:class:`GatheringPlacement`).
+
+        After every start and wait of the round: a move takes only GPUs nobody else was
+        given, and the GPUs it leaves are free for the next round's jobs.
+        """
+        placement = self.placement
+        spread = [
+            job
+            for job in running
+            if len(job.placement) > 1 and placement.get(job.id) is job.placement
+        ]  # not on one node already, preempted, or resized this round
+        while spread:
+            # A move frees GPUs that a job earlier in the order may now gather onto:
+            # passes repeat until one moves nothing, so that asking again changes nothing.
+            staying = []
+            for job in spread:
+                outcome = self.rnd.call(self.rnd.placement, partial(self._call_gather, job))
+                if not outcome.assignments:
+                    staying.append(job)
+                    continue
+                placement[job.id] = outcome.assignments
+                self.moved[job.id] = len(job.placement)
+                if outcome.details:
+                    self.details[job.id] = outcome.details
+            if len(staying) == len(spread):
+                break
+            spread = staying
+
+    def _call_gather(self, job: Job, p: PlacementPolicy) -> PlacementOutcome:
+        """The gather call of :meth:`_gather_spread`: the job's GPUs are free while the
+        policy looks, and it holds either the new GPUs or its own afterwards."""
+        if not isinstance(p, GatheringPlacement) or not p.gathers:
+            return PlacementOutcome()  # a fallback that does not gather
+        free = self.free
+        held = job.placement
+        free.release(job, held)
+        try:
+            outcome = p.gather(self.rnd.ctx, job, free)
+            assignments = outcome.assignments
+            if assignments:
+                placed = sum(len(a.gpu_indices) for a in assignments)
+                if placed != self.rnd.held_gpus[job.id] or len(assignments) >= len(held):
+                    raise PolicyFault(
+                        Stage.PLACEMENT,
+                        _name(p),
+                        f"gathered job {job.id!r} as {counted(placed, 'GPU')} on "
+                        f"{counted(len(assignments), 'node')}; it holds "
+                        f"{self.rnd.held_gpus[job.id]} on {len(held)}",
+                    )
+                try:
+                    free.take(job, assignments)
+                except CapacityError as error:
+                    raise PolicyFault(Stage.PLACEMENT, _name(p), str(error)) from error
+                return outcome
+        except BaseException:
+            free.take_held([(job, held)])  # counted back as held, as the walk began
+            raise
+        free.take_held([(job, held)])
+        return PlacementOutcome()
 
     def _resize(self, job: Job) -> None:
         target = self.target.get(job.id)
@@ -933,6 +1008,7 @@ class _Allocation:
         explanations = self.rnd.explanations
         held = self.rnd.held_gpus
         preempted, pending, placement = self.preempted, self.pending, self.placement
+        moved = self.moved
         # Most jobs share a handful of reasons ("keeps running: 1 GPUs on 1 node"):
         # formatted once per decision, not once per job.
         wheres: dict[tuple[int, int], str] = {}
@@ -960,12 +1036,19 @@ class _Allocation:
                 # One node (most jobs): keyed by the GPU count alone, no tuple per job.
                 key = gpus if nodes == 1 else (gpus, nodes)
                 if job.state is running_state and gpus == held[job_id]:
-                    status = keeps_running
-                    found = keeps.get(key)
-                    if found is None:
-                        found = f"keeps running: {_where(wheres, gpus, nodes)}"
-                        keeps[key] = found
-                    reason = found
+                    if moved and job_id in moved:
+                        status, reason = (
+                            JobStatus.MOVED,
+                            f"moved onto {_where(wheres, gpus, nodes)} from {moved[job_id]} "
+                            "nodes (a restart from its checkpoint)",
+                        )
+                    else:
+                        status = keeps_running
+                        found = keeps.get(key)
+                        if found is None:
+                            found = f"keeps running: {_where(wheres, gpus, nodes)}"
+                            keeps[key] = found
+                        reason = found
                 elif job.state is not running_state:
                     status = JobStatus.STARTED
                     found = starts.get(key)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from policies.decision import ENGINE_STAGES, Stage
-from policies.protocols import policy_settles
+from policies.protocols import policy_gathers, policy_settles
 from policies.registry import Registry
 
 
@@ -302,6 +302,18 @@ def profile_settles(profile: Profile, registry: Registry) -> bool:
         if stage in ENGINE_STAGES
     ]
     return all(policy_settles(registry.spec(stage, name).cls) for stage, name in chosen)
+
+
+def profile_gathers(profile: Profile, registry: Registry) -> bool:
+    """Whether the profile's placement, or its placement fallback, moves running jobs
+    spread over several nodes onto fewer (:attr:`policies.engine.Pipeline.gathers`).
+    Only placements that can gather are built to ask (a parameter decides)."""
+    choices = [profile.placement, profile.fallback.get(Stage.PLACEMENT)]
+    return any(
+        policy_gathers(registry.placement(choice.name, choice.params))
+        for choice in choices
+        if choice is not None and hasattr(registry.spec(Stage.PLACEMENT, choice.name).cls, "gather")
+    )
 
 
 def load_profiles(registry: Registry, path: Path | None = None) -> dict[str, Profile]:

@@ -201,6 +201,33 @@ class PlacementPolicy(PolicyInfo, Protocol):
 
 
 @runtime_checkable
+class GatheringPlacement(Protocol):
+    """A placement policy that may move a running job spread over several nodes onto fewer.
+
+    A preemptive order resumes a job wherever there is room when it resumes: on a busy
+    cluster, over several nodes, where a job whose gradients cross the network runs
+    slower. Gathering it once a node has room is a migration (the job restarts from its
+    checkpoint). The engine asks after every job of the order has been started or has
+    waited, so a move only uses GPUs that nobody takes this round.
+    """
+
+    @property
+    def gathers(self) -> bool:
+        """Whether this instance moves spread jobs at all (a parameter of the policy)."""
+        ...
+
+    def gather(self, ctx: Context, job: Job, free: FreeCapacity) -> PlacementOutcome:
+        """GPUs for all of running `job`'s workers on fewer nodes than it spans now, or
+        no assignments (it stays where it is).
+
+        `free` counts the job's own GPUs as free (a move may keep some of them). Must
+        use only free GPUs, whole workers per node, exactly as many GPUs as the job holds,
+        and must not modify `free`.
+        """
+        ...
+
+
+@runtime_checkable
 class ReclaimPolicy(PolicyInfo, Protocol):
     def reclaim(self, ctx: Context, request: ReclaimRequest) -> ReclaimResult:
         """Choose the loaned servers that go back to inference, and what that does to training.
@@ -325,6 +352,13 @@ def policy_settles(policy: object) -> bool:
     Undeclared: False.
     """
     return getattr(policy, "settles", False) is True
+
+
+def policy_gathers(policy: object) -> bool:
+    """Whether a built policy moves running jobs spread over several nodes onto fewer
+    (:class:`GatheringPlacement` with its `gathers` on). Such a pipeline may change a
+    round's answer when GPUs free up even if no job waits."""
+    return isinstance(policy, GatheringPlacement) and policy.gathers is True
 
 
 def learned_model_key(policy: object) -> str | None:

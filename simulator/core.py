@@ -306,6 +306,10 @@ class Simulation:
         # since its last decision, it changes nothing); then timer rounds between
         # events are not asked. False for a stepping caller, who is asked every round.
         self._settling = False
+        # Whether `run`'s decider gathers running jobs spread over several nodes onto
+        # fewer (its `gathers`): then a completion that frees GPUs while such a job runs
+        # is a round even when nothing waits. False for a stepping caller.
+        self._gathering = False
         self.cluster_id = cluster_id or cluster.name
         self.seed = seed
         self.base_nodes = cluster.build_nodes()
@@ -365,6 +369,7 @@ class Simulation:
         self._waiting = 0
         self._running = 0
         self._elastic_running: dict[str, _SimJob] = {}
+        self._spread_running: dict[str, _SimJob] = {}  # running over several nodes
         # Running jobs: their views move with the clock, so each round refreshes them.
         self._running_jobs: dict[str, _SimJob] = {}
         self._ps_running = 0  # running jobs with parameter servers (their count may change)
@@ -434,6 +439,7 @@ class Simulation:
         """
         self._reclaim_with = self.reclaimer or _reclaimer_of(decide)
         self._settling = bool(getattr(decide, "settles", False))
+        self._gathering = bool(getattr(decide, "gathers", False))
         snapshot = self.reset()
         finished = 0
         observe = getattr(decide, "observe", None)
@@ -581,7 +587,12 @@ class Simulation:
             # change nothing: the timer's round is not asked.
             need = timer and wanting and not self._settled
             if self.options.rounds_on_events:
-                need = need or arrived or capacity_changed or (completed and wanting)
+                need = (
+                    need
+                    or arrived
+                    or capacity_changed
+                    or (completed and (wanting or (self._gathering and bool(self._spread_running))))
+                )
             if need:
                 self._pending_snapshot = self._snapshot()
                 return self._pending_snapshot
@@ -956,6 +967,7 @@ class Simulation:
         self._cost_per_s -= job.price_per_s
         job.cost += job.price_per_s * (self.now - job.held_since)
         self._elastic_running.pop(job.spec.id, None)
+        self._spread_running.pop(job.spec.id, None)
         del self._running_jobs[job.spec.id]
         if job.spec.ps:
             self._ps_running -= 1
@@ -1002,6 +1014,8 @@ class Simulation:
             self._ps_running += 1
         if job.spec.min_workers < job.spec.max_workers:
             self._elastic_running[job.spec.id] = job
+        if len(assignments) > 1:
+            self._spread_running[job.spec.id] = job
         if job.first_start is None:
             # The trace's duration already includes the job's own start-up.
             job.first_start = self.now

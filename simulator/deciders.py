@@ -114,6 +114,13 @@ class EngineDecider:
         return self.pipeline.settles
 
     @property
+    def gathers(self) -> bool:
+        """Whether the pipeline moves spread running jobs onto fewer nodes
+        (:attr:`policies.engine.Pipeline.gathers`): the simulator then asks it when a
+        completion frees GPUs while such a job runs, even if no job waits."""
+        return self.pipeline.gathers
+
+    @property
     def learns_from_feedback(self) -> bool:
         """Whether a policy of the pipeline folds throughput feedback into its state."""
         return bool(self._learners)
@@ -161,16 +168,31 @@ class HttpDecider:
         self.profile_url = root + "/v1/profiles/" + profile
         self._profile_json = orjson.dumps(profile)
         self._settles: bool | None = None
+        self._gathers: bool | None = None
 
     @property
     def settles(self) -> bool:
         """What the service says of the profile (`settles` of `GET /v1/profiles/{name}`),
         asked once; False when it cannot say (then every round is asked)."""
         if self._settles is None:
-            response = self.client.get(self.profile_url)
-            said = response.json() if response.status_code == 200 else None
-            self._settles = isinstance(said, dict) and said.get("settles") is True
+            self._ask_profile()
+        assert self._settles is not None
         return self._settles
+
+    @property
+    def gathers(self) -> bool:
+        """What the service says of the profile (`gathers` of `GET /v1/profiles/{name}`),
+        asked once; False when it cannot say."""
+        if self._gathers is None:
+            self._ask_profile()
+        assert self._gathers is not None
+        return self._gathers
+
+    def _ask_profile(self) -> None:
+        response = self.client.get(self.profile_url)
+        said = response.json() if response.status_code == 200 else None
+        self._settles = isinstance(said, dict) and said.get("settles") is True
+        self._gathers = isinstance(said, dict) and said.get("gathers") is True
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
         body = b"".join(

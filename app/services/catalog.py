@@ -6,7 +6,7 @@ from app.errors import NotFoundError
 from app.schemas import PolicyChoiceOut, PolicyOut, ProfileOut
 from app.services.models import ActiveModels
 from policies.decision import ENGINE_STAGES, Stage
-from policies.profiles import Profile, profile_settles
+from policies.profiles import Profile, profile_gathers, profile_settles
 from policies.protocols import learned_model_key
 from policies.registry import Registry
 
@@ -57,6 +57,7 @@ class CatalogService:
             name=profile.name,
             description=profile.description,
             settles=profile_settles(profile, self.registry),
+            gathers=profile_gathers(profile, self.registry),
             stages={
                 s.value: PolicyChoiceOut(
                     name=profile.choice(s).name, params=profile.choice(s).params

@@ -186,6 +186,10 @@ def run_simulation(
             return self.engine.settles
 
         @property
+        def gathers(self) -> bool:
+            return self.engine.gathers
+
+        @property
         def learns_from_feedback(self) -> bool:
             return self.engine.learns_from_feedback
 

@@ -6,6 +6,12 @@ leaving large holes for large jobs. Consolidation matters because spreading a
 job's workers slows its gradient exchange (Gavel's measurements in
 `shared/perf/locality_slowdown.csv`; Tiresias, NSDI 2019, §4.2 on skewed
 models; Gandiva, OSDI 2018, on locality).
+
+With `gather_spread_jobs`, a running job spread over several nodes that one node
+could hold is moved onto the best-fit node once one has room: Gandiva's migration
+for locality, here for the jobs a preemptive order resumed over several nodes
+because no single node was free when they resumed (docs/results.md, section
+`tiresias`, shows what it changes).
 """
 
 from __future__ import annotations
@@ -36,6 +42,15 @@ class ConsolidatedParams(BaseModel):
             "where spreading costs nothing)."
         ),
     )
+    gather_spread_jobs: bool = Field(
+        default=False,
+        description=(
+            "Move a running job spread over several nodes onto one node once a node has "
+            "room for all of it, after every other job of the round has been placed (a "
+            "migration: the job restarts from its checkpoint there). For preemptive "
+            "orders, which resume jobs wherever there is room at the time."
+        ),
+    )
 
 
 class Consolidated:
@@ -51,6 +66,23 @@ class Consolidated:
 
     def __init__(self, params: ConsolidatedParams) -> None:
         self.params = params
+
+    @property
+    def gathers(self) -> bool:
+        return self.params.gather_spread_jobs
+
+    def gather(self, ctx: Context, job: Job, free: FreeCapacity) -> PlacementOutcome:
+        """The best-fit node that holds all of `job` (its own GPUs counted free), if any."""
+        if not self.params.gather_spread_jobs:
+            return PlacementOutcome()
+        gpw = job.gpus_per_worker
+        need = job.placed_gpus
+        node = best_single_node(job, need // gpw, free)
+        if node is None:
+            return PlacementOutcome()
+        return PlacementOutcome(
+            assignments=(Assignment(node_id=node, gpu_indices=free.lowest_free_gpus(node, need)),)
+        )
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
         need = workers * job.gpus_per_worker

@@ -48,6 +48,18 @@ def test_each_profile_says_whether_it_settles_as_its_engine_does(client: TestCli
     assert "tiresias" not in settles
 
 
+def test_each_profile_says_whether_it_gathers_spread_jobs_as_its_engine_does(
+    client: TestClient,
+) -> None:
+    registry = build_registry()
+    profiles = client.get("/v1/profiles").json()
+    shipped = shipped_profiles(registry)
+    for listed in profiles:
+        engine = EngineDecider(shipped[listed["name"]], registry)
+        assert listed["gathers"] is engine.gathers, listed["name"]
+    assert not any(p["gathers"] for p in profiles if p["name"] in {"fifo", "dual-agent"})
+
+
 def test_policies_lists_every_registered_policy_with_params_schema(client: TestClient) -> None:
     policies = client.get("/v1/policies").json()
 

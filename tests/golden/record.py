@@ -116,7 +116,9 @@ SCENARIOS = (
 class Recorder:
     """Wraps a decider: answers as it does, and keeps some rounds' inputs and outputs.
 
-    It does not pass on the decider's `settles`: the simulator asks it every round.
+    It does not pass on the decider's `settles`: the simulator asks it every round. It
+    passes on `gathers`, which adds rounds (a completion while a spread job runs) that
+    change what a gathering pipeline does.
     """
 
     def __init__(self, inner: EngineDecider, scenario: str) -> None:
@@ -125,6 +127,10 @@ class Recorder:
         self.rounds = 0
         self.decisions: list[dict[str, Any]] = []
         self.reclaims: list[dict[str, Any]] = []
+
+    @property
+    def gathers(self) -> bool:
+        return self.inner.gathers
 
     def observe(self, observations: Sequence[ThroughputObservation]) -> None:
         """Feedback between rounds reaches the wrapped decider, as in an unwrapped run."""

@@ -6,7 +6,7 @@ from policies.decision import Decision, JobStatus, Stage, Verdict
 from policies.model import Job, JobState, Snapshot
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
-_RUNS_AFTER = {JobStatus.STARTED, JobStatus.RUNNING, JobStatus.RESIZED}
+_RUNS_AFTER = {JobStatus.STARTED, JobStatus.RUNNING, JobStatus.RESIZED, JobStatus.MOVED}
 
 
 def assert_valid_decision(snapshot: Snapshot, decision: Decision) -> None:
@@ -100,6 +100,14 @@ def assert_valid_decision(snapshot: Snapshot, decision: Decision) -> None:
         elif status[job.id] is JobStatus.RESIZED:
             assert job.state is JobState.RUNNING
             assert total == target * gpw, "a resize gives exactly the target"
+        elif status[job.id] is JobStatus.MOVED:
+            assert job.state is JobState.RUNNING
+            assert total == job.placed_gpus, "a move keeps every worker"
+            assert len(entry.assignments) < len(job.placement), "a move gathers onto fewer nodes"
+            if job.gpu_memory_gb:
+                assert all(
+                    nodes[a.node_id].gpu_memory_gb >= job.gpu_memory_gb for a in entry.assignments
+                ), "a move lands only where the job's GPU memory fits"
         else:
             assert job.state is JobState.RUNNING
             assert before == {a.node_id: set(a.gpu_indices) for a in entry.assignments}

@@ -24,7 +24,16 @@ from policies.model import (
 from policies.profiles import Profile, load_profiles
 from policies.protocols import Context, NoParams, Ordering, PlacementOutcome
 from policies.registry import PolicySpec, Registry, build_registry
-from tests.policies.builders import decide, job, node, reasons, running, snap, statuses
+from tests.policies.builders import (
+    choice,
+    decide,
+    job,
+    node,
+    reasons,
+    running,
+    snap,
+    statuses,
+)
 from tests.policies.checks import assert_valid_decision
 
 
@@ -89,8 +98,27 @@ class OversizedScaling:
         return [ScalingResult(job_id=j.id, workers=j.hi + 1) for j in jobs]
 
 
+class StayingGatherer(ExplodingPlacement):
+    """Gathers by answering the spread placement a job already has (no fewer nodes)."""
+
+    name: ClassVar[str] = "staying_gatherer"
+    gathers: ClassVar[bool] = True
+
+    def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
+        return PlacementOutcome(reason="places nothing")
+
+    def gather(self, ctx: Context, job: Job, free: FreeCapacity) -> PlacementOutcome:
+        return PlacementOutcome(assignments=job.placement)
+
+
 def registry_with_faults() -> Registry:
-    faulty = [ExplodingPlacement, BusyGpuPlacement, DroppingOrdering, OversizedScaling]
+    faulty = [
+        ExplodingPlacement,
+        BusyGpuPlacement,
+        StayingGatherer,
+        DroppingOrdering,
+        OversizedScaling,
+    ]
     return Registry([*build_registry().specs(), *(PolicySpec(cls) for cls in faulty)])
 
 
@@ -332,3 +360,109 @@ def test_a_decision_leaves_no_reference_cycles_behind(name: str) -> None:
     finally:
         gc.enable()
     assert unreachable == 0
+
+
+# -- gathering spread jobs ---------------------------------------------------------------------
+GATHERING = choice("consolidated", gather_spread_jobs=True)
+
+
+def _spread_over_two() -> list[Job]:
+    """ "spread" holds one GPU on each of a and b, whose other GPUs are taken."""
+    return [
+        running("spread", {"a": (0,), "b": (0,)}, attained_service_gpu_s=50_000),
+        running("fills-a", {"a": (1, 2, 3)}, attained_service_gpu_s=10),
+        running("fills-b", {"b": (1, 2, 3)}, attained_service_gpu_s=10),
+    ]
+
+
+def test_gathering_moves_a_job_spread_over_two_nodes_onto_one_with_room() -> None:
+    snapshot = snap([node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)], _spread_over_two())
+    decision = decide(snapshot, "tiresias", placement=GATHERING)
+    placed = {e.job_id: e.assignments for e in decision.placement}
+    assert placed["spread"] == (Assignment(node_id="c", gpu_indices=(0, 1)),)
+    assert statuses(decision)["spread"] is JobStatus.MOVED
+    assert reasons(decision)["spread"] == (
+        "moved onto 2 GPUs on 1 node from 2 nodes (a restart from its checkpoint)"
+    )
+    assert decision.preemptions == ()
+    assert_valid_decision(snapshot, decision)
+
+
+def test_a_profile_that_does_not_gather_leaves_a_spread_job_where_it_runs() -> None:
+    snapshot = snap([node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)], _spread_over_two())
+    decision = decide(snapshot, "fifo")
+    assert statuses(decision)["spread"] is JobStatus.RUNNING
+    assert {e.job_id: e.assignments for e in decision.placement}["spread"] == (
+        snapshot.jobs_by_id["spread"].placement
+    )
+
+
+def test_gathering_keeps_the_gpus_a_job_holds_on_the_node_it_gathers_onto() -> None:
+    # a has two more free GPUs beside the one "spread" holds: the best fit for its two
+    # GPUs, its own counted free, is a (three free) rather than the empty c (four).
+    snapshot = snap(
+        [node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)],
+        [
+            running("spread", {"a": (0,), "b": (0,)}, attained_service_gpu_s=50_000),
+            running("on-a", {"a": (3,)}, attained_service_gpu_s=10),
+            running("fills-b", {"b": (1, 2, 3)}, attained_service_gpu_s=10),
+        ],
+    )
+    decision = decide(snapshot, "tiresias", placement=GATHERING)
+    placed = {e.job_id: e.assignments for e in decision.placement}
+    assert placed["spread"] == (Assignment(node_id="a", gpu_indices=(0, 1)),)
+
+
+def test_gathering_takes_only_gpus_that_no_job_was_given_this_round() -> None:
+    # The newcomer takes c, the only node with room: the spread job stays spread.
+    snapshot = snap(
+        [node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)],
+        [*_spread_over_two(), job("newcomer", workers=4)],
+    )
+    decision = decide(snapshot, "tiresias", placement=GATHERING)
+    assert statuses(decision)["newcomer"] is JobStatus.STARTED
+    assert statuses(decision)["spread"] is JobStatus.RUNNING
+    assert_valid_decision(snapshot, decision)
+
+
+def test_a_job_that_no_single_node_could_hold_is_never_gathered() -> None:
+    snapshot = snap(
+        [node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)],
+        [running("wide", {"a": (0, 1, 2, 3), "b": (0, 1)}, attained_service_gpu_s=50_000)],
+    )
+    decision = decide(snapshot, "tiresias", placement=GATHERING)
+    assert statuses(decision)["wide"] is JobStatus.RUNNING
+
+
+def test_a_move_frees_gpus_that_a_job_earlier_in_the_order_gathers_onto() -> None:
+    # "first" (least attained service, first in the order) needs four GPUs on one node
+    # and finds none; "second" moves to c, which leaves a whole for "first": the engine
+    # asks again, so that asking once more with nothing changed would move nothing.
+    snapshot = snap(
+        [node("a", gpus=4), node("b", gpus=4), node("c", gpus=2), node("d", gpus=4)],
+        [
+            running("first", {"a": (0, 1), "d": (0, 1)}, attained_service_gpu_s=100),
+            running("second", {"a": (2,), "b": (0,)}, attained_service_gpu_s=200),
+            running("fills-b", {"b": (1, 2, 3)}, attained_service_gpu_s=10),
+            running("fills-d", {"d": (2, 3)}, attained_service_gpu_s=10),
+        ],
+    )
+    decision = decide(snapshot, "tiresias", placement=GATHERING)
+    placed = {e.job_id: e.assignments for e in decision.placement}
+    assert placed["second"] == (Assignment(node_id="c", gpu_indices=(0, 1)),)
+    assert placed["first"] == (Assignment(node_id="a", gpu_indices=(0, 1, 2, 3)),)
+    assert_valid_decision(snapshot, decision)
+
+
+def test_a_gather_onto_no_fewer_nodes_is_the_placement_policys_fault() -> None:
+    snapshot = snap([node("a", gpus=4), node("b", gpus=4)], _spread_over_two())
+    with pytest.raises(PolicyFault, match="gathered job 'spread' as 2 GPUs on 2 nodes"):
+        pipeline(placement={"name": "staying_gatherer"}).decide(snapshot)
+    # With a fallback, the fallback answers and the spread job keeps its GPUs.
+    decision = pipeline(
+        placement={"name": "staying_gatherer"},
+        fallback={"placement": {"name": "consolidated"}},
+    ).decide(snapshot)
+    assert decision.fallback is not None
+    assert statuses(decision)["spread"] is JobStatus.RUNNING
+    assert_valid_decision(snapshot, decision)

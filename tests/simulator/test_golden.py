@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from policies.profiles import PolicyChoice, Profile
 from simulator.core import SimOptions
 from simulator.deciders import EngineDecider
 from simulator.perf import PerfOptions
@@ -97,3 +98,36 @@ def test_tiresias_golden_trace_demotes_by_attained_service() -> None:
     timed = run(rows, ONE_NODE, decider, options=SimOptions(round_period_s=60))
     assert finish_times(timed) == {"A": 1050.0, "B": 350.0}
     assert timed.metrics["preemptions"] == 1
+
+
+def test_a_job_gathered_onto_one_node_restarts_there_in_the_measured_model() -> None:
+    rows = trace(
+        ("A", 0, 1, 20),
+        ("B", 0, 1, 1000),
+        ("C", 0, 1, 30),
+        ("D", 1, 2, 100),
+    )
+    gathering = Profile(
+        name="test-fifo-gather",
+        placement=PolicyChoice(name="consolidated", params={"gather_spread_jobs": True}),
+    )
+    perf = PerfOptions(machine_variation=False)  # generic family: no locality effect
+    result = run(rows, cluster(group(2, 2)), EngineDecider(gathering), perf=perf)
+    # t=0    A and B fill node 0 (best fit), C takes a GPU of node 1
+    # t=1    D needs 2 GPUs, 1 is free: D waits (strict order)
+    # t=20   A done: one GPU free on each node, D starts over both
+    # t=30   C done: node 1 has room for all of D, D moves there and restarts
+    #        (10 s of work kept; Pollux's 30 s restart)  -> D 60 + 90 = 150
+    assert finish_times(result) == {"A": 20.0, "B": 1000.0, "C": 30.0, "D": 150.0}
+    d = next(r for r in result.jobs if r.job_id == "D")
+    assert (d.preemptions, d.restarts) == (0, 1)
+
+
+def test_a_spread_job_stays_spread_without_gathering() -> None:
+    rows = trace(("A", 0, 1, 20), ("B", 0, 1, 1000), ("C", 0, 1, 30), ("D", 1, 2, 100))
+    perf = PerfOptions(machine_variation=False)
+    result = run(rows, cluster(group(2, 2)), EngineDecider(profile("fifo")), perf=perf)
+    # D starts over both nodes at t=20 and stays there: 20 + 100 = 120, no restart.
+    assert finish_times(result)["D"] == 120.0
+    d = next(r for r in result.jobs if r.job_id == "D")
+    assert d.restarts == 0
