@@ -809,18 +809,20 @@ class _Allocation:
             self.outranked.discard(job.id)
 
     def _gather_spread(self, running: list[Job]) -> None:
-        """Move running jobs spread over several nodes onto fewer, in service order, where
+        """Move running jobs spread over several nodes onto one, in service order, where
         the placement policy finds room (:class:`GatheringPlacement`).
 
         After every start and wait of the round: a move takes only GPUs nobody else was
         given, and the GPUs it leaves are free for the next round's jobs.
         """
-        placement = self.placement
+        placement, held, largest = self.placement, self.rnd.held_gpus, self.free.max_gpus_per_node
         spread = [
             job
             for job in running
-            if len(job.placement) > 1 and placement.get(job.id) is job.placement
-        ]  # not on one node already, preempted, or resized this round
+            if len(job.placement) > 1
+            and placement.get(job.id) is job.placement
+            and held[job.id] <= largest
+        ]  # spread, one node could hold it, and neither preempted nor resized this round
         while spread:
             # A move frees GPUs that a job earlier in the order may now gather onto:
             # passes repeat until one moves nothing, so that asking again changes nothing.
@@ -845,13 +847,20 @@ class _Allocation:
             return PlacementOutcome()  # a fallback that does not gather
         free = self.free
         held = job.placement
+        need = self.rnd.held_gpus[job.id]
+        if not any(
+            free.free_count(a.node_id) + len(a.gpu_indices) >= need for a in held
+        ) and not any(free.nodes_by_free()[need:]):
+            # No node has that many GPUs free, counting the job's own: nothing to ask (the
+            # common answer, on a busy cluster, for every round the job stays spread).
+            return PlacementOutcome()
         free.release(job, held)
         try:
             outcome = p.gather(self.rnd.ctx, job, free)
             assignments = outcome.assignments
             if assignments:
                 placed = sum(len(a.gpu_indices) for a in assignments)
-                if placed != self.rnd.held_gpus[job.id] or len(assignments) >= len(held):
+                if placed != self.rnd.held_gpus[job.id] or len(assignments) != 1:
                     raise PolicyFault(
                         Stage.PLACEMENT,
                         _name(p),

@@ -202,13 +202,14 @@ class PlacementPolicy(PolicyInfo, Protocol):
 
 @runtime_checkable
 class GatheringPlacement(Protocol):
-    """A placement policy that may move a running job spread over several nodes onto fewer.
+    """A placement policy that may move a running job spread over several nodes onto one.
 
     A preemptive order resumes a job wherever there is room when it resumes: on a busy
     cluster, over several nodes, where a job whose gradients cross the network runs
     slower. Gathering it once a node has room is a migration (the job restarts from its
     checkpoint). The engine asks after every job of the order has been started or has
-    waited, so a move only uses GPUs that nobody takes this round.
+    waited, so a move only uses GPUs that nobody takes this round. It asks only for
+    jobs whose GPUs one node of the cluster could hold.
     """
 
     @property
@@ -217,8 +218,8 @@ class GatheringPlacement(Protocol):
         ...
 
     def gather(self, ctx: Context, job: Job, free: FreeCapacity) -> PlacementOutcome:
-        """GPUs for all of running `job`'s workers on fewer nodes than it spans now, or
-        no assignments (it stays where it is).
+        """GPUs for all of running `job`'s workers on one node, or no assignments (it
+        stays where it is).
 
         `free` counts the job's own GPUs as free (a move may keep some of them). Must
         use only free GPUs, whole workers per node, exactly as many GPUs as the job holds,

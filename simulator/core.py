@@ -370,6 +370,7 @@ class Simulation:
         self._running = 0
         self._elastic_running: dict[str, _SimJob] = {}
         self._spread_running: dict[str, _SimJob] = {}  # running over several nodes
+        self._freed_nodes: set[str] = set()  # where completions freed GPUs this instant
         # Running jobs: their views move with the clock, so each round refreshes them.
         self._running_jobs: dict[str, _SimJob] = {}
         self._ps_running = 0  # running jobs with parameter servers (their count may change)
@@ -547,6 +548,7 @@ class Simulation:
                 return None
             self._set_time(t)
             arrived = completed = capacity_changed = timer = False
+            self._freed_nodes.clear()
             while self._heap and self._heap[0][0] <= t and self._heap[0][1] < 2:
                 _, kind, _, ref, version = heapq.heappop(self._heap)
                 if kind == _COMPLETE:
@@ -591,13 +593,31 @@ class Simulation:
                     need
                     or arrived
                     or capacity_changed
-                    or (completed and (wanting or (self._gathering and bool(self._spread_running))))
+                    or (completed and (wanting or self._could_gather()))
                 )
             if need:
                 self._pending_snapshot = self._snapshot()
                 return self._pending_snapshot
             self._record()
             self._schedule_timer()
+
+    def _could_gather(self) -> bool:
+        """Whether a gathering decider could move a spread running job onto one node now:
+        some node where a completion freed GPUs has room for all of such a job, counting
+        the GPUs it holds there. Only those nodes changed since the last round, after
+        which nothing was left to gather (the engine repeats its passes until then)."""
+        if not (self._gathering and self._freed_nodes and self._spread_running):
+            return False
+        owner, sizes = self._owner, self._node_gpus
+        free = {
+            node_id: sum((node_id, g) not in owner for g in range(sizes[node_id]))
+            for node_id in self._freed_nodes
+        }
+        for job in self._spread_running.values():
+            own = {a.node_id: len(a.gpu_indices) for a in job.placement}
+            if any(count + own.get(node_id, 0) >= job.gpus_held for node_id, count in free.items()):
+                return True
+        return False
 
     def _none_can_start(self, arrivals: Sequence[JobSpec]) -> bool:
         """Whether no job of `arrivals` could start on the GPUs free now, even at its
@@ -686,6 +706,8 @@ class Simulation:
             return False  # superseded by a rate change, a preemption or a resize
         job.sync(self.now)
         job.work_done = spec.duration_s
+        if self._gathering and self._spread_running:
+            self._freed_nodes.update(a.node_id for a in job.placement)
         self._release(job)
         job.state = _DONE
         job.finish = self.now

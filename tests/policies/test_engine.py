@@ -454,8 +454,8 @@ def test_a_move_frees_gpus_that_a_job_earlier_in_the_order_gathers_onto() -> Non
     assert_valid_decision(snapshot, decision)
 
 
-def test_a_gather_onto_no_fewer_nodes_is_the_placement_policys_fault() -> None:
-    snapshot = snap([node("a", gpus=4), node("b", gpus=4)], _spread_over_two())
+def test_a_gather_onto_more_than_one_node_is_the_placement_policys_fault() -> None:
+    snapshot = snap([node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)], _spread_over_two())
     with pytest.raises(PolicyFault, match="gathered job 'spread' as 2 GPUs on 2 nodes"):
         pipeline(placement={"name": "staying_gatherer"}).decide(snapshot)
     # With a fallback, the fallback answers and the spread job keeps its GPUs.
