@@ -14,15 +14,17 @@ Two settings, each where a queue forms:
   measured model (restart cost, machine speeds, locality), seeds 0, 1 and 2.
 * The Alibaba fortnight (`alibaba_openb.2w-day135.csv`) on `alibaba_openb.json`, 44 GPUs
   of five types, arrivals compressed ×1.6 (the loaded variant of docs/results.md), the
-  measured model, seeds 0 to 9: where the three seeds of the whole-trace table call
-  Tiresias against FIFO a tie, with the shipped Tiresias and with one whose placement
-  lets a job that fits one node wait for one. For the seed where Tiresias fares worst it
-  names the job that moves the mean most, and the placements that job ran on under each
-  profile with the speed the measured model gave it on each.
+  measured model, seeds 0 to 9: the window where Tiresias against FIFO was a tie before
+  Tiresias gathered spread jobs. The shipped Tiresias (which gathers a job resumed over
+  several nodes onto one once a node has room), Tiresias without gathering, Tiresias whose
+  placement lets a job that fits one node wait for one, and FIFO given the same
+  gathering. For the seed where Tiresias without gathering fares worst it names the job
+  that moves the mean most, and the placements that job ran on under FIFO and under
+  Tiresias without and with gathering, with the speed the measured model gave it on each.
 
 The first two run `fifo` and `tiresias` with the shipped threshold (18,000 GPU-seconds)
 and with the authors' simulator's 3,250, the starvation guard as shipped; the third runs
-`fifo`, the shipped `tiresias` and that variant.
+the variants above.
 """
 
 from __future__ import annotations
@@ -67,24 +69,43 @@ ALIBABA_SEEDS = tuple(range(10))
 
 @dataclass(frozen=True)
 class AlibabaSeed:
-    """One seed of the Alibaba setting: each profile's mean JCT, and FIFO's and the shipped
-    Tiresias's jobs."""
+    """One seed of the Alibaba setting: each variant's mean JCT, and the jobs of FIFO, of
+    the shipped Tiresias and of Tiresias without gathering."""
 
     seed: int
     fifo_jct_s: float
     tiresias_jct_s: float
+    """The shipped Tiresias: gathers a spread job onto one node once one has room."""
+    spread_jct_s: float
+    """Tiresias without gathering: a spread job stays spread until it is preempted."""
     one_node_jct_s: float
     """Tiresias whose placement lets a job that fits one node wait for one."""
+    fifo_gather_jct_s: float
+    """FIFO with the shipped Tiresias's placement (gathering)."""
     fifo_jobs: dict[str, JobRecord]
     tiresias_jobs: dict[str, JobRecord]
+    spread_jobs: dict[str, JobRecord]
 
     @property
     def change(self) -> float:
         return self.tiresias_jct_s / self.fifo_jct_s - 1.0
 
     @property
+    def spread_change(self) -> float:
+        return self.spread_jct_s / self.fifo_jct_s - 1.0
+
+    @property
     def one_node_change(self) -> float:
         return self.one_node_jct_s / self.fifo_jct_s - 1.0
+
+    @property
+    def fifo_gather_change(self) -> float:
+        return self.fifo_gather_jct_s / self.fifo_jct_s - 1.0
+
+    @property
+    def versus_fifo_gather(self) -> float:
+        """The shipped Tiresias against FIFO given the same placement."""
+        return self.tiresias_jct_s / self.fifo_gather_jct_s - 1.0
 
 
 @dataclass(frozen=True)
@@ -107,8 +128,9 @@ class Stint:
 
 @dataclass(frozen=True)
 class WorstJob:
-    """The job that moves the mean most on the seed where Tiresias fares worst, and the
-    placements it ran on under each profile, in order."""
+    """The job that moves the mean most on the seed where Tiresias without gathering fares
+    worst, and the placements it ran on under each variant (`fifo`, `spread`: Tiresias
+    without gathering, `tiresias`: as shipped), in order."""
 
     seed: AlibabaSeed
     job_id: str
@@ -155,7 +177,11 @@ class _PlacementsOf(EngineDecider):
         )
 
 
-def _profile(name: str, threshold: float | None, whole_nodes: bool) -> Profile:
+def _profile(
+    name: str, threshold: float | None, whole_nodes: bool, gather: bool | None = None
+) -> Profile:
+    """A shipped profile, its Tiresias threshold changed, or its consolidated placement
+    told to keep a job that fits one node on one (`whole_nodes`) or to gather or not."""
     chosen = shipped_profiles()[name]
     update: dict[str, PolicyChoice] = {}
     if threshold is not None:
@@ -166,7 +192,27 @@ def _profile(name: str, threshold: float | None, whole_nodes: bool) -> Profile:
         update["placement"] = PolicyChoice(
             name="consolidated", params={"split_jobs_that_fit_one_node": False}
         )
+    elif gather is not None:
+        update["placement"] = PolicyChoice(
+            name="consolidated", params={"gather_spread_jobs": gather}
+        )
     return chosen.model_copy(update=update)
+
+
+VARIANTS_ALIBABA: dict[str, Profile] = {}
+"""The Alibaba setting's variants by short name, built on first use."""
+
+
+def _alibaba_profile(variant: str) -> Profile:
+    if not VARIANTS_ALIBABA:
+        VARIANTS_ALIBABA.update(
+            fifo=shipped_profiles()["fifo"],
+            tiresias=shipped_profiles()["tiresias"],
+            spread=_profile("tiresias", None, whole_nodes=False, gather=False),
+            one_node=_profile("tiresias", None, whole_nodes=True),
+            fifo_gather=_profile("fifo", None, whole_nodes=False, gather=True),
+        )
+    return VARIANTS_ALIBABA[variant]
 
 
 def _run(  # noqa: PLR0917 - one run's six coordinates
@@ -193,40 +239,42 @@ def _alibaba_jobs(seed: int) -> tuple[list[JobSpec], ClusterSpec, RunConfig]:
 
 def _alibaba_seed(seed: int) -> AlibabaSeed:
     jobs, cluster, config = _alibaba_jobs(seed)
-    profiles = (
-        shipped_profiles()["fifo"],
-        shipped_profiles()["tiresias"],
-        _profile("tiresias", None, whole_nodes=True),
-    )
-    fifo, tiresias, one_node = (
-        build_simulation(jobs, cluster, config).run(EngineDecider(profile)) for profile in profiles
-    )
+    runs = {
+        variant: build_simulation(jobs, cluster, config).run(
+            EngineDecider(_alibaba_profile(variant))
+        )
+        for variant in ("fifo", "tiresias", "spread", "one_node", "fifo_gather")
+    }
     return AlibabaSeed(
         seed,
-        fifo.metrics["avg_jct_s"],
-        tiresias.metrics["avg_jct_s"],
-        one_node.metrics["avg_jct_s"],
-        {r.job_id: r for r in fifo.jobs},
-        {r.job_id: r for r in tiresias.jobs},
+        runs["fifo"].metrics["avg_jct_s"],
+        runs["tiresias"].metrics["avg_jct_s"],
+        runs["spread"].metrics["avg_jct_s"],
+        runs["one_node"].metrics["avg_jct_s"],
+        runs["fifo_gather"].metrics["avg_jct_s"],
+        {r.job_id: r for r in runs["fifo"].jobs},
+        {r.job_id: r for r in runs["tiresias"].jobs},
+        {r.job_id: r for r in runs["spread"].jobs},
     )
 
 
-def _stints(seed: int, profile: str, job_id: str) -> list[Stint]:
+def _stints(seed: int, variant: str, job_id: str) -> list[Stint]:
+    """The placements `job_id` ran on under one variant of the Alibaba setting."""
     jobs, cluster, config = _alibaba_jobs(seed)
     simulation = build_simulation(jobs, cluster, config)
     job = next(j for j in jobs if j.id == job_id)
-    decider = _PlacementsOf(shipped_profiles()[profile], job, simulation.model)
+    decider = _PlacementsOf(_alibaba_profile(variant), job, simulation.model)
     simulation.run(decider)
     return decider.stints
 
 
 def _worst_job(seeds: list[AlibabaSeed]) -> WorstJob:
-    worst = max(seeds, key=lambda s: s.change)
+    worst = max(seeds, key=lambda s: s.spread_change)
     job_id = max(
         worst.fifo_jobs,
-        key=lambda j: _jct(worst.tiresias_jobs[j]) - _jct(worst.fifo_jobs[j]),
+        key=lambda j: _jct(worst.spread_jobs[j]) - _jct(worst.fifo_jobs[j]),
     )
-    stints = {p: _stints(worst.seed, p, job_id) for p in ("fifo", "tiresias")}
+    stints = {p: _stints(worst.seed, p, job_id) for p in ("fifo", "spread", "tiresias")}
     return WorstJob(worst, job_id, stints)
 
 
@@ -247,12 +295,13 @@ def _verdict(changes: list[float]) -> str:
 def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
     worst, job_id, stints = worst_job.seed, worst_job.job_id, worst_job.stints
     count = len(worst.fifo_jobs)
-    before, after = worst.fifo_jobs[job_id], worst.tiresias_jobs[job_id]
+    before, after = worst.fifo_jobs[job_id], worst.spread_jobs[job_id]
+    gathered = worst.tiresias_jobs[job_id]
     share = (_jct(after) - _jct(before)) / count
-    whole = worst.tiresias_jct_s - worst.fifo_jct_s
+    whole = worst.spread_jct_s - worst.fifo_jct_s
     # Each placement lasts until the next one (preempted in between for minutes at most
     # here) or the job's finish: the longest is where its time went.
-    ran = stints["tiresias"]
+    ran = stints["spread"]
     ends = [s.start_s for s in ran[1:]] + [after.finish_s or ran[-1].start_s]
     days, longest = max(
         ((end - s.start_s) / 86_400, i) for i, (s, end) in enumerate(zip(ran, ends, strict=True))
@@ -267,18 +316,23 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
     lines = [
         f"**Alibaba fortnight, arrivals ×{ALIBABA_LOAD:g}** (`{ALIBABA}`, {count:,} jobs) on "
         "`alibaba_openb.json` (44 GPUs of five types), measured model, seeds "
-        f"{ALIBABA_SEEDS[0]} to {ALIBABA_SEEDS[-1]}: the window where the three seeds of the "
-        "whole-trace table call Tiresias against FIFO a tie. *One node*: the shipped "
-        "Tiresias with a placement that lets a job that fits one node wait for one "
-        "(`consolidated` with `split_jobs_that_fit_one_node: false`).",
+        f"{ALIBABA_SEEDS[0]} to {ALIBABA_SEEDS[-1]}: the window where Tiresias against FIFO "
+        "was a tie before it gathered spread jobs. *Shipped*: Tiresias as it ships, whose "
+        "consolidated placement moves a running job spread over several nodes onto one "
+        "once a node has room (`gather_spread_jobs`, a restart). *Spread*: the same "
+        "without gathering, as it shipped before. *One node*: a placement that lets a job "
+        "that fits one node wait for one (`split_jobs_that_fit_one_node: false`). "
+        "*FIFO, gathering*: FIFO given the shipped Tiresias's placement.",
         "",
-        "| seed | fifo mean JCT (s) | tiresias mean JCT (s) | change | "
-        "tiresias, one node (s) | change |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| seed | fifo (s) | tiresias, shipped (s) | change | spread (s) | change "
+        "| one node (s) | change | fifo, gathering (s) | change |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {s.seed} | {s.fifo_jct_s:,.0f} | {s.tiresias_jct_s:,.0f} | {100 * s.change:+.1f} % "
-        f"| {s.one_node_jct_s:,.0f} | {100 * s.one_node_change:+.1f} % |"
+        f"| {s.spread_jct_s:,.0f} | {100 * s.spread_change:+.1f} % "
+        f"| {s.one_node_jct_s:,.0f} | {100 * s.one_node_change:+.1f} % "
+        f"| {s.fifo_gather_jct_s:,.0f} | {100 * s.fifo_gather_change:+.1f} % |"
         for s in seeds
     ]
     lines += [
@@ -286,30 +340,42 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
         "Against FIFO, by this page's rule (a paired difference no larger than its standard "
         "deviation is a tie): the shipped Tiresias is "
         + _verdict([100 * s.change for s in seeds])
-        + "; waiting for one node, it is "
+        + "; without gathering, "
+        + _verdict([100 * s.spread_change for s in seeds])
+        + "; waiting for one node, "
         + _verdict([100 * s.one_node_change for s in seeds])
+        + ". FIFO given the same gathering is "
+        + _verdict([100 * s.fifo_gather_change for s in seeds])
+        + " against FIFO, and the shipped Tiresias against it is "
+        + _verdict([100 * s.versus_fifo_gather for s in seeds])
         + ".",
         "",
-        f"What spreads it: on seed {worst.seed} ({100 * worst.change:+.1f} %) one job, "
+        f"Why gathering: on seed {worst.seed}, where Tiresias without gathering fared worst "
+        f"({100 * worst.spread_change:+.1f} %), one job, "
         f"`{job_id}` ({before.gpus} GPUs, {before.family}, "
         f"{before.recorded_duration_s / 86_400:.1f} days recorded), finished "
         f"{_jct(before):,.0f} s after its arrival under FIFO and {_jct(after):,.0f} s under "
-        f"Tiresias, {after.preemptions} preemption(s) later: {share:+,.0f} s on the mean JCT "
-        f"of {count:,} jobs, against {whole:+,.0f} s in all. Under FIFO it ran on "
-        f"{'; then '.join(_where(s) for s in stints['fifo'])}; under Tiresias on "
-        f"{'; then '.join(_where(s) for s in stints['tiresias'])} (in brackets, its speed "
+        f"Tiresias without gathering, {after.preemptions} preemption(s) later: "
+        f"{share:+,.0f} s on the mean JCT of {count:,} jobs, against {whole:+,.0f} s in all. "
+        f"Under FIFO it ran on {'; then '.join(_where(s) for s in stints['fifo'])}; under "
+        f"Tiresias without gathering on "
+        f"{'; then '.join(_where(s) for s in stints['spread'])} (in brackets, its speed "
         "there relative to the speed the trace recorded). The longest of these, "
         f"{days:.1f} days from {stint.start_s:,.0f} s, ran at {stint.speed:.2f}: the "
         f"`{before.family}` family keeps {100 * stint.locality:.0f} % of its speed spread "
         f"this way (locality), its slowest machine runs at {stint.slowest_machine:.2f}, and "
         f"{types}. "
         "Least-attained-service preempts the job that has run longest; when it resumes, "
-        "consolidated placement, which both profiles use, spreads a job that fits one "
-        "node over several if no single node has room, and a running job is never "
-        "gathered back onto one. FIFO never preempts: it kept the job where it first started it. "
-        "Waiting for one node avoids the spread but keeps jobs waiting that could run "
-        "(the last two columns); on a mean over a fortnight in which a few jobs run for "
-        "days, where one of them lands decides a seed.",
+        "consolidated placement spreads a job that fits one node over several if no "
+        "single node has room, and without gathering it stays spread until it is next "
+        "preempted. FIFO never preempts: it kept the job where it first started it. The "
+        f"shipped Tiresias ran it on {'; then '.join(_where(s) for s in stints['tiresias'])} "
+        f"and it finished {_jct(gathered):,.0f} s after its arrival; the seed's change "
+        f"against FIFO is {100 * worst.change:+.1f} %. A move happens after every other job "
+        "of the round has been started or has waited, so it takes only GPUs nobody else "
+        "was given, and it costs a restart. Waiting for one node avoids the spread too, "
+        "but keeps jobs waiting that could run. FIFO gains less from gathering because "
+        "it spreads a job only on its first start, never on a resume.",
         "",
     ]
     return lines

@@ -100,8 +100,12 @@ def builtin_profiles() -> list[Profile]:
         ),
         Profile(
             name="tiresias",
-            description="Tiresias discretized 2D-LAS: attained GPU-service queues, preemptive.",
+            description=(
+                "Tiresias discretized 2D-LAS: attained GPU-service queues, preemptive; a job "
+                "resumed over several nodes moves onto one once a node has room."
+            ),
             ordering=choice("tiresias"),
+            placement=choice("consolidated", gather_spread_jobs=True),
         ),
         Profile(
             name="drf",

@@ -11,7 +11,7 @@ from simulator.metrics import JobRecord
 def test_a_placement_speed_is_its_spread_its_slowest_machine_and_its_slowest_type() -> None:
     # The section explains a stint's speed by these three factors: they must be all of it
     # for a job at its requested size with no parameter servers.
-    stints = _stints(2, "tiresias", "openb-pod-5038")
+    stints = _stints(2, "spread", "openb-pod-5038")
     assert [s.nodes for s in stints][-1] == 2
     for stint in stints:
         explained = stint.locality * stint.slowest_machine * stint.slowest_type
@@ -53,17 +53,24 @@ def _stint(start_s: float, nodes: int, speed: float, *, measured: bool) -> Stint
     )
 
 
-def _section(tiresias_stints: list[Stint]) -> str:
+def _section(spread_stints: list[Stint]) -> str:
     fifo_jobs = {"long": _record("long", 90_000.0), "other": _record("other", 100.0)}
-    tiresias_jobs = {"long": _record("long", 400_000.0, 1), "other": _record("other", 100.0)}
+    spread_jobs = {"long": _record("long", 400_000.0, 1), "other": _record("other", 100.0)}
+    gathered_jobs = {"long": _record("long", 120_000.0, 1), "other": _record("other", 100.0)}
     seeds = [
-        AlibabaSeed(0, 1_000.0, 900.0, 950.0, fifo_jobs, tiresias_jobs),
-        AlibabaSeed(1, 1_000.0, 1_100.0, 1_000.0, fifo_jobs, tiresias_jobs),
+        AlibabaSeed(0, 1_000.0, 880.0, 900.0, 950.0, 990.0, fifo_jobs, gathered_jobs, spread_jobs),
+        AlibabaSeed(
+            1, 1_000.0, 990.0, 1_100.0, 1_000.0, 995.0, fifo_jobs, gathered_jobs, spread_jobs
+        ),
     ]
     worst = WorstJob(
         seeds[1],
         "long",
-        {"fifo": [_stint(0.0, 1, 1.0, measured=False)], "tiresias": tiresias_stints},
+        {
+            "fifo": [_stint(0.0, 1, 1.0, measured=False)],
+            "spread": spread_stints,
+            "tiresias": [_stint(0.0, 1, 0.9, measured=False)],
+        },
     )
     return "\n".join(_render_alibaba(seeds, worst))
 
@@ -83,3 +90,16 @@ def test_measured_gpu_types_are_given_their_speed() -> None:
     text = _section([_stint(0.0, 2, 0.36, measured=True)])
     assert "its slowest GPU type runs at 0.80" in text
     assert "count as equal" not in text
+
+
+def test_the_section_follows_the_worst_spread_job_under_the_shipped_tiresias() -> None:
+    text = _section([_stint(0.0, 2, 0.45, measured=False)])
+    assert "on seed 1, where Tiresias without gathering fared worst (+10.0 %)" in text
+    assert "The shipped Tiresias ran it on 2 A10 on one node (0.90)" in text
+    assert "finished 120,000 s after its arrival; the seed's change against FIFO is -1.0 %" in text
+
+
+def test_the_shipped_tiresias_gathers_the_worst_seeds_spread_job_onto_one_node() -> None:
+    stints = _stints(2, "tiresias", "openb-pod-5038")
+    assert stints[-1].nodes == 1
+    assert any(s.nodes == 2 for s in stints)  # it was spread, then gathered

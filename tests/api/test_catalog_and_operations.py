@@ -57,7 +57,7 @@ def test_each_profile_says_whether_it_gathers_spread_jobs_as_its_engine_does(
     for listed in profiles:
         engine = EngineDecider(shipped[listed["name"]], registry)
         assert listed["gathers"] is engine.gathers, listed["name"]
-    assert not any(p["gathers"] for p in profiles if p["name"] in {"fifo", "dual-agent"})
+    assert {p["name"] for p in profiles if p["gathers"]} == {"tiresias"}
 
 
 def test_policies_lists_every_registered_policy_with_params_schema(client: TestClient) -> None:

@@ -466,3 +466,14 @@ def test_a_gather_onto_more_than_one_node_is_the_placement_policys_fault() -> No
     assert decision.fallback is not None
     assert statuses(decision)["spread"] is JobStatus.RUNNING
     assert_valid_decision(snapshot, decision)
+
+
+def test_tiresias_is_the_shipped_profile_that_gathers() -> None:
+    # Pinned: gathering adds rounds in the simulator and moves running jobs, so a profile
+    # that gains or loses it changes its results (docs/results.md, section `tiresias`).
+    registry = build_registry()
+    profiles = load_profiles(registry)
+    gathering = sorted(name for name, p in profiles.items() if Pipeline.build(p, registry).gathers)
+    assert gathering == ["tiresias"]
+    snapshot = snap([node("a", gpus=4), node("b", gpus=4), node("c", gpus=4)], _spread_over_two())
+    assert statuses(decide(snapshot, "tiresias"))["spread"] is JobStatus.MOVED
