@@ -51,7 +51,6 @@ from policies.protocols import (
     BudgetExceeded,
     Context,
     CpuBudget,
-    GatheringPlacement,
     Ordering,
     OrderingPolicy,
     PlacementOutcome,
@@ -668,7 +667,7 @@ class _Allocation:
                     continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
-        if getattr(self.rnd.placement.policy, "gathers", False):
+        if self.rnd.pipeline.gathers:
             self._gather_spread(running)
         placement = self._entries()
         if self.rnd.explain:
@@ -823,11 +822,21 @@ class _Allocation:
             and placement.get(job.id) is job.placement
             and held[job.id] <= largest
         ]  # spread, one node could hold it, and neither preempted nor resized this round
+        free = self.free
         while spread:
             # A move frees GPUs that a job earlier in the order may now gather onto:
             # passes repeat until one moves nothing, so that asking again changes nothing.
             staying = []
+            buckets = free.nodes_by_free()
             for job in spread:
+                need = held[job.id]
+                if not any(buckets[need:]) and not any(
+                    free.free_count(a.node_id) + len(a.gpu_indices) >= need for a in job.placement
+                ):
+                    # No node has that many GPUs free, counting the job's own: nothing to
+                    # ask (on a busy cluster, the answer for most rounds a job stays spread).
+                    staying.append(job)
+                    continue
                 outcome = self.rnd.call(self.rnd.placement, partial(self._call_gather, job))
                 if not outcome.assignments:
                     staying.append(job)
@@ -843,20 +852,16 @@ class _Allocation:
     def _call_gather(self, job: Job, p: PlacementPolicy) -> PlacementOutcome:
         """The gather call of :meth:`_gather_spread`: the job's GPUs are free while the
         policy looks, and it holds either the new GPUs or its own afterwards."""
-        if not isinstance(p, GatheringPlacement) or not p.gathers:
+        # Not `isinstance` against the runtime protocol, which walks its members on every
+        # call: the engine asks for every spread job of every round.
+        gather = getattr(p, "gather", None)
+        if gather is None or getattr(p, "gathers", False) is not True:
             return PlacementOutcome()  # a fallback that does not gather
         free = self.free
         held = job.placement
-        need = self.rnd.held_gpus[job.id]
-        if not any(
-            free.free_count(a.node_id) + len(a.gpu_indices) >= need for a in held
-        ) and not any(free.nodes_by_free()[need:]):
-            # No node has that many GPUs free, counting the job's own: nothing to ask (the
-            # common answer, on a busy cluster, for every round the job stays spread).
-            return PlacementOutcome()
         free.release(job, held)
         try:
-            outcome = p.gather(self.rnd.ctx, job, free)
+            outcome: PlacementOutcome = gather(self.rnd.ctx, job, free)
             assignments = outcome.assignments
             if assignments:
                 placed = sum(len(a.gpu_indices) for a in assignments)
