@@ -102,7 +102,7 @@ class JobStatus(StrEnum):
     STARTED = "started"  # pending before, runs after this decision
     RUNNING = "running"  # keeps running as it was
     RESIZED = "resized"  # keeps running with a different worker count
-    MOVED = "moved"  # keeps its worker count on other GPUs, fewer nodes (restarts there)
+    MOVED = "moved"  # keeps its worker count, gathered onto one node (restarts there)
     PENDING = "pending"
     PREEMPTED = "preempted"
     REJECTED = "rejected"

@@ -183,8 +183,8 @@ class Pipeline:
     @cached_property
     def gathers(self) -> bool:
         """Whether the placement (or its fallback) moves running jobs spread over several
-        nodes onto fewer (:func:`policies.protocols.policy_gathers`): a completion that
-        frees GPUs is then worth a round even when no job waits."""
+        nodes onto one (:func:`policies.protocols.policy_gathers`): a completion that
+        frees room for such a job is then worth a round even when no job waits."""
         backups = (self.fallbacks.placement, self.budget_fallbacks.placement)
         return any(policy_gathers(p) for p in (self.placement, *backups) if p is not None)
 
@@ -598,7 +598,7 @@ class _Allocation:
         self.selected: set[str] | None = None  # the run set of a preemptive ordering
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
         self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
-        self.moved: dict[str, int] = {}  # running jobs gathered onto fewer nodes: nodes before
+        self.moved: dict[str, int] = {}  # running jobs gathered onto one node: nodes before
         self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}

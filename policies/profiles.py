@@ -310,7 +310,7 @@ def profile_settles(profile: Profile, registry: Registry) -> bool:
 
 def profile_gathers(profile: Profile, registry: Registry) -> bool:
     """Whether the profile's placement, or its placement fallback, moves running jobs
-    spread over several nodes onto fewer (:attr:`policies.engine.Pipeline.gathers`).
+    spread over several nodes onto one (:attr:`policies.engine.Pipeline.gathers`).
     Only placements that can gather are built to ask (a parameter decides)."""
     choices = [profile.placement, profile.fallback.get(Stage.PLACEMENT)]
     return any(

@@ -356,7 +356,7 @@ def policy_settles(policy: object) -> bool:
 
 
 def policy_gathers(policy: object) -> bool:
-    """Whether a built policy moves running jobs spread over several nodes onto fewer
+    """Whether a built policy moves running jobs spread over several nodes onto one
     (:class:`GatheringPlacement` with its `gathers` on). Such a pipeline may change a
     round's answer when GPUs free up even if no job waits."""
     return isinstance(policy, GatheringPlacement) and policy.gathers is True

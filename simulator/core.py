@@ -307,8 +307,8 @@ class Simulation:
         # events are not asked. False for a stepping caller, who is asked every round.
         self._settling = False
         # Whether `run`'s decider gathers running jobs spread over several nodes onto
-        # fewer (its `gathers`): then a completion that frees GPUs while such a job runs
-        # is a round even when nothing waits. False for a stepping caller.
+        # one (its `gathers`): then a completion that frees room for such a job is a
+        # round even when nothing waits. False for a stepping caller.
         self._gathering = False
         self.cluster_id = cluster_id or cluster.name
         self.seed = seed

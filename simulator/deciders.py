@@ -115,9 +115,9 @@ class EngineDecider:
 
     @property
     def gathers(self) -> bool:
-        """Whether the pipeline moves spread running jobs onto fewer nodes
+        """Whether the pipeline moves spread running jobs onto one node
         (:attr:`policies.engine.Pipeline.gathers`): the simulator then asks it when a
-        completion frees GPUs while such a job runs, even if no job waits."""
+        completion frees room for such a job, even if no job waits."""
         return self.pipeline.gathers
 
     @property

@@ -103,7 +103,7 @@ def assert_valid_decision(snapshot: Snapshot, decision: Decision) -> None:
         elif status[job.id] is JobStatus.MOVED:
             assert job.state is JobState.RUNNING
             assert total == job.placed_gpus, "a move keeps every worker"
-            assert len(entry.assignments) < len(job.placement), "a move gathers onto fewer nodes"
+            assert len(entry.assignments) == 1 < len(job.placement), "a move gathers onto one node"
             if job.gpu_memory_gb:
                 assert all(
                     nodes[a.node_id].gpu_memory_gb >= job.gpu_memory_gb for a in entry.assignments
