@@ -193,23 +193,28 @@ def ordered_profiles(names: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class Plan:
     """Which profiles run over `seeds` (an empty `only`: every scheduling profile but
-    `skip`), and which run on the first seed only (`once`: shown, never compared)."""
+    `skip`), and which run on the first seed only (`once`, or with `others_once` every
+    other scheduling profile but `skip`: shown, never compared)."""
 
     seeds: tuple[int, ...] = SEEDS
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     once: tuple[str, ...] = ()
+    others_once: bool = False
 
     def runs(self, mixed_types: bool, seeds: Sequence[int] | None = None) -> list[tuple[str, int]]:
         """(profile, seed) pairs, profiles in PREFERRED_ORDER; `seeds` overrides the plan's."""
         chosen = list(seeds) if seeds is not None else list(self.seeds)
         names = [n for n in (list(self.only) or scheduling_profiles()) if n not in self.skip]
-        names += [n for n in self.once if n not in names]
+        once = list(self.once)
+        if self.others_once:
+            once += [n for n in scheduling_profiles() if n not in self.skip]
+        names += [n for n in once if n not in names]
         out = []
         for name in ordered_profiles(names):
             if name in MIXED_ONLY and not mixed_types:
                 continue
-            for seed in chosen[:1] if name in self.once and name not in self.only else chosen:
+            for seed in chosen[:1] if name in once and name not in self.only else chosen:
                 out.append((name, seed))
         return out
 
@@ -244,21 +249,21 @@ CASES: tuple[Case, ...] = (
         "the Philly fortnight (the trace's two busiest weeks) on 640 P100/P40 GPUs",
         # The dearest trace (1.5-3 CPU-min a run): over seeds only Tiresias against FIFO,
         # the comparison the papers and the peer simulators make on it.
-        recorded=Plan(seeds=(0,), only=SANITY.only),
+        recorded=Plan(only=("fifo", "tiresias"), once=("srtf", "spread")),
         loaded=Plan(only=("fifo", "tiresias")),
     ),
     Case(
         "helios_venus.1w-2020-06-01.csv",
         "helios_venus.json",
         "a Helios Venus week on 760 V100s (the real 1,024 never queue this week)",
-        recorded=Plan(seeds=(0,), skip=MIXED_ONLY),
+        recorded=Plan(only=("fifo", "tiresias"), skip=MIXED_ONLY, others_once=True),
         loaded=CORE_SEEDS,
     ),
     Case(
         "itp_cluster04.2w-day14.csv",
         "itp.json",
         "the ITP cluster04 fortnight on 704 V100s",
-        recorded=EVERY_ONCE,
+        recorded=Plan(only=("fifo", "tiresias"), skip=(*SLOW, *MIXED_ONLY), others_once=True),
         loaded=CORE_SEEDS,
     ),
     Case(

@@ -55,6 +55,24 @@ def test_every_shared_fortnight_and_week_has_a_loaded_variant() -> None:
     assert all(len(c.loaded.seeds) >= COMPARE_SEEDS for c in CASES if c.loaded is not None)
 
 
+def test_a_plan_can_compare_two_profiles_over_seeds_and_show_the_rest_once() -> None:
+    plan = Plan(only=("fifo", "tiresias"), skip=("oasis",), others_once=True)
+    runs = plan.runs(mixed_types=False)
+    seeds: dict[str, list[int]] = {}
+    for name, seed in runs:
+        seeds.setdefault(name, []).append(seed)
+    assert seeds["fifo"] == seeds["tiresias"] == [0, 1, 2]
+    assert seeds["sjf"] == seeds["drf"] == [0]
+    assert "oasis" not in seeds
+    assert "dual-agent" not in seeds  # mixed-type profiles only where types differ
+    # The recorded tables that queue compare Tiresias with FIFO over seeds.
+    queueing = ("philly.2w-2017-10-02.csv", HELIOS, "itp_cluster04.2w-day14.csv")
+    for case in CASES:
+        if case.trace in queueing:
+            assert {"fifo", "tiresias"} <= set(case.recorded.only)
+            assert len(case.recorded.seeds) >= COMPARE_SEEDS
+
+
 def test_a_row_is_a_direct_simulation_of_its_point() -> None:
     srtf = Plan(seeds=(1,), only=("srtf",))
     case = Case(HELIOS, "helios_venus.json", "a test window", recorded=srtf, loaded=srtf)
