@@ -36,27 +36,21 @@ def test_single_profile_and_unknown_profile(client: TestClient) -> None:
     assert missing.json()["error"] == "not_found"
 
 
-def test_each_profile_says_whether_it_settles_as_its_engine_does(client: TestClient) -> None:
+def test_each_profile_says_whether_it_settles_and_gathers_as_its_engine_does(
+    client: TestClient,
+) -> None:
+    # Both tell a caller which rounds it may skip or must ask; the simulator reads the
+    # same two answers from the engine.
     registry = build_registry()
     profiles = client.get("/v1/profiles").json()
     shipped = shipped_profiles(registry)
     for listed in profiles:
         engine = EngineDecider(shipped[listed["name"]], registry)
         assert listed["settles"] is engine.settles, listed["name"]
+        assert listed["gathers"] is engine.gathers, listed["name"]
     settles = {p["name"] for p in profiles if p["settles"]}
     assert "fifo" in settles
     assert "tiresias" not in settles
-
-
-def test_each_profile_says_whether_it_gathers_spread_jobs_as_its_engine_does(
-    client: TestClient,
-) -> None:
-    registry = build_registry()
-    profiles = client.get("/v1/profiles").json()
-    shipped = shipped_profiles(registry)
-    for listed in profiles:
-        engine = EngineDecider(shipped[listed["name"]], registry)
-        assert listed["gathers"] is engine.gathers, listed["name"]
     assert {p["name"] for p in profiles if p["gathers"]} == {"tiresias"}
 
 
