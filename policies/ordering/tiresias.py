@@ -33,6 +33,15 @@ round starts from the totals, and a job stays promoted only while the
 inequality holds: it then flips between queues round after round, each flip a
 preemption and a restart. Jobs that never ran are in the top queue anyway; a
 factor of 0 turns the guard off.
+
+Placement (the `tiresias` profile, not this ordering): every preemption is a resume
+later, wherever there is room then, which on a busy cluster is often over several
+nodes, where a job whose gradients cross the network runs slower; least attained
+service then serves that job last, so it can stay spread for days. The profile's
+consolidated placement therefore gathers such a job onto one node once one has room
+(`gather_spread_jobs`; Gandiva's migration for locality). On the Alibaba fortnight at
+arrivals ×1.6 this turned a tie with FIFO into a lower mean JCT (docs/results.md,
+section `tiresias`).
 """
 
 from __future__ import annotations
