@@ -13,6 +13,10 @@
 3. A cProfile of the tiresias run on that window, its own time grouped by where it
    is spent (the engine and its policies, the simulator, the standard library).
 
+`--gathering-pairs N` prints instead what gathering spread jobs costs the Tiresias
+targets: each as shipped and with consolidated placement that does not gather,
+interleaved N times in one process (wall time, decisions, mean JCT).
+
 `--write FILE` replaces the `## Simulator` section of FILE (creating the file
 or appending the section if needed), leaving every other section alone.
 """
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evidence.runner import ROOT, command_line, machine
+from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
 from simulator.paths import clusters_dir, traces_dir
@@ -64,7 +69,7 @@ TARGETS = (
 
 
 def _run(
-    profile: str,
+    profile: str | Profile,
     jobs: int | None,
     trace_name: str = TRACE,
     cluster_name: str = CLUSTER,
@@ -75,7 +80,7 @@ def _run(
     config = RunConfig(seed=0, perf_mode=perf_mode)
     specs = make_jobs(trace, config.workload, seed=config.seed)
     sim = build_simulation(specs, cluster, config)
-    decider = EngineDecider.named(profile)
+    decider = EngineDecider.named(profile) if isinstance(profile, str) else EngineDecider(profile)
     started = time.perf_counter()
     result = sim.run(decider)
     wall = time.perf_counter() - started
@@ -89,7 +94,35 @@ def _run(
         "decision_ms_p50": m["decision_ms_p50"] or 0.0,
         "decision_ms_p99": m["decision_ms_p99"] or 0.0,
         "decide_share": m["decide_wall_s"] / wall if wall > 0 else 0.0,
+        "avg_jct_s": m["avg_jct_s"],
     }
+
+
+def gathering_pairs(targets: list[Target], rounds: int) -> str:
+    """The Tiresias targets with and without gathering spread jobs, interleaved."""
+    shipped = shipped_profiles()["tiresias"]
+    variants = {
+        "gathering (shipped)": shipped,
+        "not gathering": shipped.model_copy(
+            update={"placement": PolicyChoice(name="consolidated")}
+        ),
+    }
+    lines = [
+        f"Tiresias with and without gathering, `{PHILLY}` on `philly.json`, seed 0, "
+        f"{rounds} interleaved round(s); {machine()}.",
+        "",
+        "| run | placement | round | decisions | wall (s) | mean JCT (s) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for target in (t for t in targets if t.profile == "tiresias"):
+        for round_ in range(1, rounds + 1):
+            for label, profile in variants.items():
+                row = _run(profile, target.jobs, PHILLY, "philly.json", target.perf_mode)
+                lines.append(
+                    f"| {target.name} | {label} | {round_} | {row['decisions']:,.0f} | "
+                    f"{row['wall_s']:.1f} | {row['avg_jct_s']:,.0f} |"
+                )
+    return "\n".join(lines)
 
 
 def _category(filename: str) -> str:
@@ -220,8 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=2_000, help="Jobs per profile run.")
     parser.add_argument("--skip-profiles", action="store_true")
     parser.add_argument("--write", type=Path, default=None, help="Merge into this Markdown file.")
+    parser.add_argument(
+        "--gathering-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Only print the Tiresias targets with and without gathering, N rounds.",
+    )
     args = parser.parse_args(argv)
     chosen = [t for t in TARGETS if t.name in args.targets.split(",")]
+    if args.gathering_pairs:
+        print(gathering_pairs(chosen, args.gathering_pairs))
+        return 0
     section = render(chosen, args.window, args.skip_profiles)
     if args.write is not None:
         merge_section(args.write, section)

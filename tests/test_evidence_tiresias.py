@@ -57,11 +57,15 @@ def _section(spread_stints: list[Stint]) -> str:
     fifo_jobs = {"long": _record("long", 90_000.0), "other": _record("other", 100.0)}
     spread_jobs = {"long": _record("long", 400_000.0, 1), "other": _record("other", 100.0)}
     gathered_jobs = {"long": _record("long", 120_000.0, 1), "other": _record("other", 100.0)}
+    jct_s = (
+        {"fifo": 1_000.0, "tiresias": 880.0, "spread": 900.0, "one_node": 950.0},
+        {"fifo": 1_000.0, "tiresias": 990.0, "spread": 1_100.0, "one_node": 1_000.0},
+    )
     seeds = [
-        AlibabaSeed(0, 1_000.0, 880.0, 900.0, 950.0, 990.0, fifo_jobs, gathered_jobs, spread_jobs),
         AlibabaSeed(
-            1, 1_000.0, 990.0, 1_100.0, 1_000.0, 995.0, fifo_jobs, gathered_jobs, spread_jobs
-        ),
+            seed, {**jct, "fifo_gather": 990.0 + 5 * seed}, fifo_jobs, gathered_jobs, spread_jobs
+        )
+        for seed, jct in enumerate(jct_s)
     ]
     worst = WorstJob(
         seeds[1],

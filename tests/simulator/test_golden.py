@@ -7,6 +7,7 @@ import pytest
 from policies.profiles import PolicyChoice, Profile
 from simulator.core import SimOptions
 from simulator.deciders import EngineDecider
+from simulator.metrics import SimulationResult
 from simulator.perf import PerfOptions
 from tests.simulator.helpers import cluster, finish_times, group, profile, run, trace
 
@@ -100,19 +101,19 @@ def test_tiresias_golden_trace_demotes_by_attained_service() -> None:
     assert timed.metrics["preemptions"] == 1
 
 
+def _spread_then_room(placement: PolicyChoice) -> SimulationResult:
+    """D (2 GPUs) starts over both 2-GPU nodes at t=20, when A frees a GPU of node 0;
+    at t=30 C's end leaves node 1 room for all of D. Generic family, machine variation
+    off: spreading costs nothing, a restart Pollux's 30 s."""
+    rows = trace(("A", 0, 1, 20), ("B", 0, 1, 1000), ("C", 0, 1, 30), ("D", 1, 2, 100))
+    perf = PerfOptions(machine_variation=False)
+    profile = Profile(name="test-fifo", placement=placement)
+    return run(rows, cluster(group(2, 2)), EngineDecider(profile), perf=perf)
+
+
 def test_a_job_gathered_onto_one_node_restarts_there_in_the_measured_model() -> None:
-    rows = trace(
-        ("A", 0, 1, 20),
-        ("B", 0, 1, 1000),
-        ("C", 0, 1, 30),
-        ("D", 1, 2, 100),
-    )
-    gathering = Profile(
-        name="test-fifo-gather",
-        placement=PolicyChoice(name="consolidated", params={"gather_spread_jobs": True}),
-    )
-    perf = PerfOptions(machine_variation=False)  # generic family: no locality effect
-    result = run(rows, cluster(group(2, 2)), EngineDecider(gathering), perf=perf)
+    gathering = PolicyChoice(name="consolidated", params={"gather_spread_jobs": True})
+    result = _spread_then_room(gathering)
     # t=0    A and B fill node 0 (best fit), C takes a GPU of node 1
     # t=1    D needs 2 GPUs, 1 is free: D waits (strict order)
     # t=20   A done: one GPU free on each node, D starts over both
@@ -124,9 +125,7 @@ def test_a_job_gathered_onto_one_node_restarts_there_in_the_measured_model() -> 
 
 
 def test_a_spread_job_stays_spread_without_gathering() -> None:
-    rows = trace(("A", 0, 1, 20), ("B", 0, 1, 1000), ("C", 0, 1, 30), ("D", 1, 2, 100))
-    perf = PerfOptions(machine_variation=False)
-    result = run(rows, cluster(group(2, 2)), EngineDecider(profile("fifo")), perf=perf)
+    result = _spread_then_room(PolicyChoice(name="consolidated"))
     # D starts over both nodes at t=20 and stays there: 20 + 100 = 120, no restart.
     assert finish_times(result)["D"] == 120.0
     d = next(r for r in result.jobs if r.job_id == "D")
