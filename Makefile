@@ -64,7 +64,7 @@ results-oasis: $(STAMP) ## OASiS (and its slot-end rule) vs accept-all FIFO and 
 results-peers: $(STAMP) ## The Philly fortnight on 80 x 8 GPUs, ideal FIFO and SJF, beside a published simulator (~20 min)
 	$(BIN)/python -m evidence.evidence_peers
 
-results-tiresias: $(STAMP) ## Tiresias vs FIFO: Philly fortnight (80 x 8, ideal), ITP cluster04 over 3 seeds, Alibaba x1.6 over 10 with and without gathering, one-node and FIFO-gathering variants (3-6 min)
+results-tiresias: $(STAMP) ## Tiresias vs FIFO: Philly fortnight (80 x 8, ideal), ITP cluster04 over 3 seeds, Alibaba x1.6 over 10 with and without gathering, one-node and FIFO-gathering variants, Helios week over 10 with machines varied and alike (4-7 min)
 	$(BIN)/python -m evidence.evidence_tiresias
 
 results-aryl: $(STAMP) ## Aryl vs static, the fortnight's first 2,500 jobs at two loads, seeds 0-2 (section aryl, about 1 min)

@@ -39,13 +39,16 @@ def build_simulation(
     cluster: ClusterSpec,
     config: RunConfig,
     initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
+    perf: PerfOptions | None = None,
 ) -> Simulation:
     """A simulation of already filled-in jobs (see :func:`simulator.workload.make_jobs`);
-    `initial_placements` names the jobs already running when it begins, and their GPUs."""
+    `initial_placements` names the jobs already running when it begins, and their GPUs.
+    `perf` replaces the effects `config.perf_mode` turns on (an experiment that turns one
+    off)."""
     return Simulation(
         jobs,
         cluster,
-        perf=PerfOptions.for_mode(config.perf_mode),
+        perf=perf or PerfOptions.for_mode(config.perf_mode),
         options=config.sim,
         inference=config.inference,
         seed=config.seed,

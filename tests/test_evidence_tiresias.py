@@ -1,10 +1,22 @@
-"""Tiresias's evidence on the Alibaba window: where the worst seed's job ran, and how fast."""
+"""Tiresias's evidence: where the Alibaba window's worst job ran, and how fast; what the
+Helios week's change is made of."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from evidence.evidence_tiresias import AlibabaSeed, Stint, WorstJob, _render_alibaba, _stints
+from evidence.evidence_tiresias import (
+    AlibabaSeed,
+    HeliosSeed,
+    Stint,
+    WorstJob,
+    _helios_seed,
+    _render_alibaba,
+    _render_helios,
+    _stints,
+)
 from simulator.metrics import JobRecord
 
 
@@ -107,3 +119,42 @@ def test_the_shipped_tiresias_gathers_the_worst_seeds_spread_job_onto_one_node()
     stints = _stints(2, "tiresias", "openb-pod-5038")
     assert stints[-1].nodes == 1
     assert any(s.nodes == 2 for s in stints)  # it was spread, then gathered
+
+
+def test_the_helios_split_adds_up_to_the_change_of_the_mean_jct() -> None:
+    # Short jobs, the longer jobs' queueing and their run time, preempted or not: every
+    # job's change counted once, so the four parts are the whole change.
+    seed = _helios_seed(1, max_jobs=600)
+    parts = seed.short_s + seed.queueing_longer_s + seed.running_kept_s
+    parts += seed.running_preempted_s
+    assert parts == pytest.approx(seed.tiresias_s - seed.fifo_s, abs=1e-6)
+
+
+def _helios(changes: list[float]) -> HeliosSeed:
+    return HeliosSeed(
+        seed=0,
+        fifo_s=1_000.0,
+        tiresias_s=1_000.0 * (1 + changes[0]),
+        fifo_alike_s=1_000.0,
+        tiresias_alike_s=996.0,
+        fifo_queue_s=90.0,
+        short_s=-50.0,
+        queueing_longer_s=-10.0,
+        running_kept_s=1_000.0 * changes[0] + 60.0,
+        running_preempted_s=0.0,
+    )
+
+
+def test_the_helios_text_says_more_seeds_decide_only_when_they_do() -> None:
+    seeds = [
+        replace(_helios([c]), seed=i, tiresias_s=1_000.0 * (1 + c))
+        for i, c in enumerate(
+            [0.0022, -0.0138, 0.0039, -0.0168, -0.0017, -0.0168, -0.0109, -0.018, -0.0097, -0.0218]
+        )
+    ]
+    text = "\n".join(_render_helios(seeds))
+    assert "three seeds cannot tell the two apart and 10 can" in text
+    assert "over the first three alone (the seeds of the whole-trace table), lower in 1" in text
+    tied = "\n".join(_render_helios([replace(s, tiresias_s=1_000.0) for s in seeds[:3]]))
+    assert "cannot tell the two apart" not in tied
+    assert "rests on how many seeds average the lottery out" in tied

@@ -21,6 +21,7 @@ from simulator.perf import (
     load_perf_tables,
     machine_factors,
 )
+from simulator.runner import RunConfig, build_simulation
 from simulator.synthetic import SyntheticSpec, generate
 from simulator.workload import WorkloadOptions, make_jobs
 from tests.simulator.helpers import cluster, group, profile, run, trace
@@ -51,6 +52,20 @@ def test_machine_variation_scales_a_solo_job_by_its_node_speed() -> None:
     factors = list(sim.model.node_factor.values())
     assert len(set(factors)) == len(factors)
     assert all(0.5 < f < 2 for f in factors)
+
+
+def test_a_run_config_can_have_one_effect_turned_off() -> None:
+    # What an experiment that asks "is it the machines?" runs: the measured model, its
+    # machine variation off, every other effect as configured.
+    spec = cluster(group(4, 8, "V100"))
+    jobs = make_jobs(trace(("solo", 0, 2, 1000)), WorkloadOptions(model_mix="lm"))
+    config = RunConfig(seed=7)
+    varied = build_simulation(jobs, spec, config).model
+    alike = build_simulation(jobs, spec, config, perf=NO_VARIATION).model
+    assert len(set(varied.node_factor.values())) == len(varied.node_factor)
+    assert set(alike.node_factor.values()) == {1.0}
+    assert alike.options.locality
+    assert alike.options.restarts
 
 
 def test_rack_share_zero_keeps_the_independent_factors() -> None:
