@@ -442,12 +442,13 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
 
 
 def _render_helios(seeds: list[HeliosSeed]) -> list[str]:
+    queueing = statistics.fmean(s.fifo_queue_s for s in seeds)
     lines = [
         f"**Helios week, recorded arrivals** (`{HELIOS_WEEK}`, 4,089 jobs) on "
         "`helios_venus.json` (760 V100s), measured model, seeds "
-        f"{HELIOS_SEEDS[0]} to {HELIOS_SEEDS[-1]}: the table of the whole-trace results "
-        "where Tiresias against FIFO is a tie over its three seeds, and where FIFO queues "
-        "least (a mean of about a minute and a half). *Alike*: the same runs with every "
+        f"{HELIOS_SEEDS[0]} to {HELIOS_SEEDS[-1]}: a whole-trace table where FIFO queues "
+        f"little (a mean of {queueing:,.0f} s over these seeds); its first three seeds are "
+        "that table's. *Alike*: the same runs with every "
         "machine at the same speed (`machine_variation` off; the seed still draws each "
         "job's model family). The last four columns split the measured change of the mean "
         f"JCT, in seconds on the mean over all jobs: jobs recorded under {SHORT_S:,.0f} s "
