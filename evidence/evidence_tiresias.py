@@ -139,6 +139,9 @@ class HeliosSeed:
     measured change comes from, each part in seconds on the mean JCT of every job."""
 
     seed: int
+    jobs: int
+    machine_cov: float
+    """The measured model's spread of machine speeds (coefficient of variation)."""
     fifo_s: float
     tiresias_s: float
     fifo_alike_s: float
@@ -284,13 +287,12 @@ def _helios_seed(seed: int, max_jobs: int | None = None) -> HeliosSeed:
     cluster = load_cluster(clusters_dir() / "helios_venus.json")
     alike = replace(PerfOptions.for_mode("measured"), machine_variation=False)
     profiles = shipped_profiles()
-    runs = {
-        (name, same): build_simulation(jobs, cluster, config, perf=alike if same else None).run(
-            EngineDecider(profiles[name])
-        )
+    simulations = {
+        (name, same): build_simulation(jobs, cluster, config, perf=alike if same else None)
         for name in ("fifo", "tiresias")
         for same in (False, True)
     }
+    runs = {key: sim.run(EngineDecider(profiles[key[0]])) for key, sim in simulations.items()}
     fifo = {r.job_id: r for r in runs[("fifo", False)].jobs}
     parts = dict.fromkeys(("short", "queueing", "kept", "preempted"), 0.0)
     for after in runs[("tiresias", False)].jobs:
@@ -305,6 +307,8 @@ def _helios_seed(seed: int, max_jobs: int | None = None) -> HeliosSeed:
     count = len(fifo)
     return HeliosSeed(
         seed=seed,
+        jobs=count,
+        machine_cov=simulations[("fifo", False)].model.tables.machine_cov,
         fifo_s=runs[("fifo", False)].metrics["avg_jct_s"],
         tiresias_s=runs[("tiresias", False)].metrics["avg_jct_s"],
         fifo_alike_s=runs[("fifo", True)].metrics["avg_jct_s"],
@@ -444,7 +448,7 @@ def _render_alibaba(seeds: list[AlibabaSeed], worst_job: WorstJob) -> list[str]:
 def _render_helios(seeds: list[HeliosSeed]) -> list[str]:
     queueing = statistics.fmean(s.fifo_queue_s for s in seeds)
     lines = [
-        f"**Helios week, recorded arrivals** (`{HELIOS_WEEK}`, 4,089 jobs) on "
+        f"**Helios week, recorded arrivals** (`{HELIOS_WEEK}`, {seeds[0].jobs:,} jobs) on "
         "`helios_venus.json` (760 V100s), measured model, seeds "
         f"{HELIOS_SEEDS[0]} to {HELIOS_SEEDS[-1]}: a whole-trace table where FIFO queues "
         f"little (a mean of {queueing:,.0f} s over these seeds); its first three seeds are "
@@ -468,24 +472,20 @@ def _render_helios(seeds: list[HeliosSeed]) -> list[str]:
         f"{s.running_preempted_s:+,.1f} |"
         for s in seeds
     ]
-    first = seeds[:3]
+    changes = [100 * s.change() for s in seeds]
     short = [s.short_s for s in seeds]
     kept = [s.running_kept_s for s in seeds]
-    over_ten, over_three = (
-        over_seeds([100 * s.change() for s in seeds])[0],
-        over_seeds([100 * s.change() for s in first])[0],
-    )
     tells = (
         f"so on this window three seeds cannot tell the two apart and {len(seeds)} can"
-        if over_three == 0 and over_ten != 0
+        if over_seeds(changes[:3])[0] == 0 and over_seeds(changes)[0] != 0
         else "so the verdict rests on how many seeds average the lottery out"
     )
     lines += [
         "",
         f"By this page's rule, the shipped Tiresias against FIFO: over these {len(seeds)} "
-        "seeds " + _verdict([100 * s.change() for s in seeds]) + "; over the first three "
+        "seeds " + _verdict(changes) + "; over the first three "
         "alone (the seeds of the whole-trace table), "
-        + _verdict([100 * s.change() for s in first])
+        + _verdict(changes[:3])
         + "; with every machine alike, "
         + _verdict([100 * s.change(alike=True) for s in seeds])
         + ". Where the spread comes from: the short jobs gain in "
@@ -496,8 +496,9 @@ def _render_helios(seeds: list[HeliosSeed]) -> list[str]:
         "mean. Those jobs run the same work under both orders; what differs is where: a "
         "different order leaves different machines free when a long job starts, and the "
         "measured model gives each machine its own speed (a coefficient of variation of "
-        "0.10), so a job of days that lands on a slower machine adds thousands of seconds "
-        "to its run. With every machine alike that lottery is gone, and so is the spread. "
+        f"{seeds[0].machine_cov:.2f}), so a job of days that lands on a slower machine adds "
+        "thousands of seconds to its run. With every machine alike that lottery is gone, and "
+        "so is the spread. "
         "The ordering's gain is small here because there is little queueing to save, while "
         f"the lottery is as wide whatever the order, {tells}. These {len(seeds)} seeds were "
         "run after the three of the whole-trace table had shown a tie, as the Alibaba "

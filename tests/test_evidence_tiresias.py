@@ -130,28 +130,37 @@ def test_the_helios_split_adds_up_to_the_change_of_the_mean_jct() -> None:
     assert parts == pytest.approx(seed.tiresias_s - seed.fifo_s, abs=1e-6)
 
 
-def _helios(changes: list[float]) -> HeliosSeed:
+def _helios(seed: int, change: float) -> HeliosSeed:
     return HeliosSeed(
-        seed=0,
+        seed=seed,
+        jobs=4_089,
+        machine_cov=0.1,
         fifo_s=1_000.0,
-        tiresias_s=1_000.0 * (1 + changes[0]),
+        tiresias_s=1_000.0 * (1 + change),
         fifo_alike_s=1_000.0,
         tiresias_alike_s=996.0,
         fifo_queue_s=90.0,
         short_s=-50.0,
         queueing_longer_s=-10.0,
-        running_kept_s=1_000.0 * changes[0] + 60.0,
+        running_kept_s=1_000.0 * change + 60.0,
         running_preempted_s=0.0,
     )
 
 
 def test_the_helios_text_says_more_seeds_decide_only_when_they_do() -> None:
-    seeds = [
-        replace(_helios([c]), seed=i, tiresias_s=1_000.0 * (1 + c))
-        for i, c in enumerate(
-            [0.0022, -0.0138, 0.0039, -0.0168, -0.0017, -0.0168, -0.0109, -0.018, -0.0097, -0.0218]
-        )
+    changes = [
+        0.0022,
+        -0.0138,
+        0.0039,
+        -0.0168,
+        -0.0017,
+        -0.0168,
+        -0.0109,
+        -0.018,
+        -0.0097,
+        -0.0218,
     ]
+    seeds = [_helios(i, c) for i, c in enumerate(changes)]
     text = "\n".join(_render_helios(seeds))
     assert "three seeds cannot tell the two apart and 10 can" in text
     assert "over the first three alone (the seeds of the whole-trace table), lower in 1" in text
