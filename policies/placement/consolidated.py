@@ -189,18 +189,18 @@ def fewest_nodes_by_fits(
     """
     usable = fits > 0
     fewest = _needed(fits[usable], workers)
-    racks = free.racks()
-    chosen: str | None = None
-    for index, positions in enumerate(free.rack_positions()):
-        if not racks[index]:
-            continue  # nodes without a rack are not a rack
-        in_rack = fits[positions]
-        in_rack = in_rack[in_rack > 0]
-        # The first rack (by name) that holds the job on no more nodes than the whole
-        # cluster needs: as in fewest_nodes, no rack can need fewer.
-        if int(in_rack.sum()) >= workers and _needed(in_rack, workers) <= fewest:
-            chosen = racks[index]
-            break
+    # The first rack (by name) that holds the job on no more nodes than the whole
+    # cluster needs: as in fewest_nodes, no rack can need fewer. A rack needs at most
+    # `fewest` nodes exactly when its `fewest` largest fits hold the job (the greedy
+    # takes the largest first), so every rack is judged at once: its row of fits,
+    # padded with zeros, sorted, and the last `fewest` summed.
+    positions, named = free.rack_positions()
+    in_racks = np.append(fits, 0)[positions]
+    np.maximum(in_racks, 0, out=in_racks)
+    in_racks.sort(axis=1)
+    largest = in_racks[:, max(in_racks.shape[1] - fewest, 0) :].sum(axis=1)
+    holding = np.flatnonzero((largest >= workers) & named)
+    chosen = free.racks()[int(holding[0])] if holding.size else None
     if chosen is None:
         return _greedy(free.candidate_nodes(job), workers)
     position = free.position
