@@ -983,12 +983,28 @@ class _Allocation:
     def _place(self, job: Job, workers: int) -> PlacementOutcome:
         """Ask the placement policy for `workers` workers of `job`; commit what it returns.
 
-        Runs for every job the walk starts: the call is a `partial` of a method, not a
-        closure defined per job (which would allocate a function and its cells), and it
-        is not kept on self (kept, it would tie the allocation into a reference cycle,
-        and every round's working state would wait for the cyclic collector).
+        Runs for every job the walk starts. Through `_Round.call` (a budget or a
+        fallback in play), the call is a `partial` of a method, not a closure defined
+        per job (which would allocate a function and its cells), and it is not kept on
+        self (kept, it would tie the allocation into a reference cycle, and every
+        round's working state would wait for the cyclic collector).
         """
-        return self.rnd.call(self.rnd.placement, partial(self._call_placement, job, workers))
+        rnd = self.rnd
+        slot = rnd.placement
+        if rnd.budget is None and slot.backup is None:
+            # What `_Round.call` does when no budget can run out and no fallback can take
+            # over (most profiles): a fault fails the decision. Written out, with no
+            # bound call built per job, as the walk asks this for every job it starts.
+            policy = slot.policy
+            try:
+                return self._call_placement(job, workers, policy)
+            except PolicyFault:
+                raise
+            except Exception as exc:
+                raise PolicyFault(
+                    Stage.PLACEMENT, _name(policy), f"raised {type(exc).__name__}: {exc}"
+                ) from exc
+        return rnd.call(slot, partial(self._call_placement, job, workers))
 
     def _call_placement(self, job: Job, workers: int, p: PlacementPolicy) -> PlacementOutcome:
         """The placement call of :meth:`_place`: the common answer (one node) is counted
