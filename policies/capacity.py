@@ -47,7 +47,9 @@ class FreeCapacity:
         # Nodes and their order never change during a decision: shared with the layout.
         self._nodes: dict[str, Node] = layout.nodes
         self._order: dict[str, int] = layout.order
-        self._free: dict[str, list[int]] = {k: v[:] for k, v in layout.free.items()}
+        # A node's list of free GPUs is never changed in place, only replaced (`take`,
+        # `take_held`, `release`): the layout's lists are shared, not copied.
+        self._free: dict[str, list[int]] = layout.free.copy()
         self._cpus: dict[str, float] = layout.cpus.copy()
         self._mem: dict[str, float] = layout.mem.copy()
         self._max_gpus = layout.max_gpus
