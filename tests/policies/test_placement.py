@@ -175,14 +175,24 @@ def test_placement_gives_whole_workers_per_node(policy: str) -> None:
 
 
 def test_capacity_of_one_snapshot_starts_full_each_decision_whatever_the_last_took() -> None:
-    snapshot = snap([node("n0", gpus=4), node("n1", gpus=2, healthy=False)], [])
+    nodes = [node("n0", gpus=4), node("n1", gpus=2, healthy=False), node("n2"), node("n3")]
+    snapshot = snap(nodes, [])
     first = FreeCapacity.for_training(snapshot)
+    # Every way of taking and giving back, each on a node untouched before it (the
+    # lowest GPUs, other GPUs, GPUs already held, a release): none may reach the
+    # starting capacity that later decisions of the same nodes share.
     first.take(job("a", workers=3), [Assignment(node_id="n0", gpu_indices=(0, 1, 2))])
-    assert first.free_gpus("n0") == (3,)
+    first.take(job("b"), [Assignment(node_id="n2", gpu_indices=(2,))])
+    first.take_held([(job("c"), [Assignment(node_id="n3", gpu_indices=(0,))])])
+    first.release(job("a", workers=3), [Assignment(node_id="n0", gpu_indices=(1,))])
+    assert first.free_gpus("n0") == (1, 3)
+    assert first.free_gpus("n2") == (0, 1, 3, 4, 5, 6, 7)
+    assert first.free_gpus("n3") == (1, 2, 3, 4, 5, 6, 7)
     again = FreeCapacity.for_training(snapshot)
     assert again.free_gpus("n0") == (0, 1, 2, 3)
-    assert again.total_free == 4
-    assert again.node_ids() == ["n0"]  # the unhealthy node is not training's
+    assert again.free_gpus("n2") == again.free_gpus("n3") == tuple(range(8))
+    assert again.total_free == 20
+    assert again.node_ids() == ["n0", "n2", "n3"]  # the unhealthy node is not training's
 
 
 def test_capacity_counts_the_gpus_cpus_and_memory_running_jobs_hold() -> None:
