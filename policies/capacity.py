@@ -55,8 +55,11 @@ class FreeCapacity:
         self._max_gpus = layout.max_gpus
         self._buckets: list[dict[str, None]] = [b.copy() for b in layout.buckets]
         self._rack_of = layout.rack_of
-        self._rack_buckets = {r: [b.copy() for b in bs] for r, bs in layout.rack_buckets.items()}
-        self._rack_free = layout.rack_free.copy()
+        # The buckets and free GPUs of each rack, worked out from the buckets when first
+        # asked for and kept in step from then on. Only jobs spread over nodes ask, so
+        # most decisions never copy or update a rack's buckets (on a large cluster,
+        # hundreds of racks of nine buckets each, updated on every take).
+        self._by_rack: tuple[dict[str, list[dict[str, None]]], dict[str, int]] | None = None
         self._min_gpu_memory_gb = layout.min_gpu_memory_gb
         self._layout = layout
         # The same free GPUs, CPUs and memory as per-node arrays (snapshot order), kept in
@@ -154,7 +157,7 @@ class FreeCapacity:
 
         With `rack`, only the nodes of that rack, in the same relative order. Read only.
         """
-        return self._buckets if rack is None else self._rack_buckets[rack]
+        return self._buckets if rack is None else self._racks_kept()[0][rack]
 
     @property
     def racks_by_node(self) -> Mapping[str, str]:
@@ -168,11 +171,36 @@ class FreeCapacity:
     @property
     def free_gpus_by_rack(self) -> Mapping[str, int]:
         """Free GPUs of each rack's nodes, in all, by rack. Read only."""
-        return self._rack_free
+        return self._racks_kept()[1]
 
     def rack_free_gpus(self, rack: str) -> int:
         """Free GPUs of a rack's nodes, in all."""
-        return self._rack_free[rack]
+        return self._racks_kept()[1][rack]
+
+    def _racks_kept(self) -> tuple[dict[str, list[dict[str, None]]], dict[str, int]]:
+        """Each rack's buckets and free GPUs, derived from the buckets on the first call.
+
+        A rack's buckets are the cluster's buckets filtered to its nodes, in the same
+        order: both start in snapshot order, and every move takes a node out of both
+        and appends it to the end of both. So filtering the buckets at any time gives
+        exactly what keeping per-rack buckets from the start would have.
+        """
+        by_rack = self._by_rack
+        if by_rack is None:
+            layout = self._layout
+            width = len(self._buckets)
+            rack_buckets: dict[str, list[dict[str, None]]] = {
+                rack: [{} for _ in range(width)] for rack in layout.rack_buckets
+            }
+            rack_free = dict.fromkeys(layout.rack_free, 0)
+            rack_of = self._rack_of
+            for count, bucket in enumerate(self._buckets):
+                for node_id in bucket:
+                    rack = rack_of[node_id]
+                    rack_buckets[rack][count][node_id] = None
+                    rack_free[rack] += count
+            by_rack = self._by_rack = (rack_buckets, rack_free)
+        return by_rack
 
     def racks(self) -> list[str]:
         """Racks of the schedulable nodes, by name."""
@@ -422,8 +450,7 @@ class FreeCapacity:
                 if mpw:
                     mem[node_id] = mem.get(node_id, 0.0) + len(a.gpu_indices) // gpw * mpw
         free_of, order = self._free, self._order
-        buckets, rack_of = self._buckets, self._rack_of
-        rack_buckets, rack_free = self._rack_buckets, self._rack_free
+        buckets, rack_of, by_rack = self._buckets, self._rack_of, self._by_rack
         positions: list[int] = []
         counts: list[int] = []
         total = self.total_free
@@ -443,11 +470,12 @@ class FreeCapacity:
                 counts.append(new)
                 del buckets[old][node_id]
                 buckets[new][node_id] = None
-                rack = rack_of[node_id]
-                in_rack = rack_buckets[rack]
-                del in_rack[old][node_id]
-                in_rack[new][node_id] = None
-                rack_free[rack] += new - old
+                if by_rack is not None:
+                    rack = rack_of[node_id]
+                    in_rack = by_rack[0][rack]
+                    del in_rack[old][node_id]
+                    in_rack[new][node_id] = None
+                    by_rack[1][rack] += new - old
         if positions:
             self._free_n[positions] = counts
         self.total_free = total
@@ -477,11 +505,13 @@ class FreeCapacity:
             self._free_n[self._order[node_id]] = new
             del self._buckets[old][node_id]
             self._buckets[new][node_id] = None
-            rack = self._rack_of[node_id]
-            in_rack = self._rack_buckets[rack]
-            del in_rack[old][node_id]
-            in_rack[new][node_id] = None
-            self._rack_free[rack] += new - old
+            by_rack = self._by_rack
+            if by_rack is not None:
+                rack = self._rack_of[node_id]
+                in_rack = by_rack[0][rack]
+                del in_rack[old][node_id]
+                in_rack[new][node_id] = None
+                by_rack[1][rack] += new - old
 
     def _check(self, job: Job, assignments: Sequence[Assignment]) -> None:
         seen: set[str] = set()

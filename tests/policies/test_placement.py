@@ -295,6 +295,56 @@ def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_rel
             held.append((probe, placement))
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_rack_buckets_worked_out_late_match_those_kept_from_the_start(seed: int) -> None:
+    # A decision works out each rack's buckets only when a placement first asks for
+    # them; from then on they are kept in step with every move. Asked at the end of a
+    # mix of holds, takes (lowest GPUs and others) and releases, they must be what
+    # keeping them all along gives: the same nodes in the same order, the same counts.
+    rng = random.Random(seed)
+    nodes = [
+        node(f"n{i:02d}", gpus=rng.choice([4, 8]), topology={"rack": rng.choice(["", "r0", "r1"])})
+        for i in range(rng.randint(3, 16))
+    ]
+    hogs = [
+        running(f"h{i}", {n.id: tuple(range(rng.randint(1, n.gpus)))})
+        for i, n in enumerate(nodes)
+        if rng.random() < 0.5
+    ]
+    snapshot = snap(nodes, hogs)
+    early, late = FreeCapacity.for_training(snapshot), FreeCapacity.for_training(snapshot)
+    for rack in early.racks():
+        early.nodes_by_free(rack)  # asked before anything moves: kept in step from here
+    held: list[tuple[Job, tuple[Assignment, ...]]] = [(h, h.placement) for h in hogs]
+    for free in (early, late):
+        free.take_held(held)
+    for step in range(40):
+        if held and rng.random() < 0.3:
+            gone, placement = held.pop(rng.randrange(len(held)))
+            for free in (early, late):
+                free.release(gone, placement)
+            continue
+        open_nodes = [n for n in early.node_ids() if early.free_count(n)]
+        if not open_nodes:
+            continue
+        node_id = rng.choice(open_nodes)
+        gpus = list(early.free_gpus(node_id))
+        picked = tuple(sorted(rng.sample(gpus, rng.randint(1, len(gpus)))))
+        probe = job(f"p{step}", workers=len(picked))
+        placement = (Assignment(node_id=node_id, gpu_indices=picked),)
+        for free in (early, late):
+            free.take(probe, placement)
+        held.append((probe, placement))
+    assert late.free_gpus_by_rack == early.free_gpus_by_rack
+    for rack in early.racks():
+        assert [list(b) for b in late.nodes_by_free(rack)] == [
+            list(b) for b in early.nodes_by_free(rack)
+        ]
+        assert late.rack_free_gpus(rack) == sum(
+            late.free_count(n) for n in late.node_ids() if late.rack_of(n) == rack
+        )
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -> None:
     # Jobs with CPU or memory needs are placed from the fits of every node at once
