@@ -456,11 +456,17 @@ class FreeCapacity:
         total = self.total_free
         for node_id, gpus in taken.items():
             free = free_of[node_id]
-            busy = set(gpus)
-            if len(busy) >= len(free) and busy.issuperset(free):
-                left = []  # a node its jobs fill (most, on a busy cluster)
+            left: list[int]
+            if gpus == free:
+                # The jobs hold every free GPU, listed in order: a node one job fills, or
+                # several in index order (most, on a busy cluster). No set needed.
+                left = []
             else:
-                left = [g for g in free if g not in busy]
+                busy = set(gpus)
+                if len(busy) >= len(free) and busy.issuperset(free):
+                    left = []  # a node its jobs fill, listed out of order
+                else:
+                    left = [g for g in free if g not in busy]
             free_of[node_id] = left
             old, new = len(free), len(left)
             if old != new:
