@@ -145,25 +145,22 @@ class Tiresias:
         out: list[tuple[int, bool]] = []
         for job in jobs:
             attained = job.attained_service_gpu_s
-            executed = job.executed_time_s
-            pending = now - job.submit_time - executed
             offsets = kept.get(job.id) if kept else None
             if offsets is not None:
                 attained -= offsets[0]
-                executed -= offsets[1]
-                pending -= offsets[2]
             # Only a waiting job can starve (as in the authors' simulator, which checks its
-            # pending queue); a running one keeps the queue its service says.
-            if (
-                factor > 0
-                and executed > 0
-                and pending >= factor * executed
-                and pending > 0
-                and job.state is not running
-            ):
-                out.append((0, True))
-            else:
-                out.append(unpromoted[bisect_right(thresholds, attained)])
+            # pending queue); a running one keeps the queue its service says, and its
+            # waiting time is not even worked out (most jobs of a busy round run).
+            if factor > 0 and job.state is not running:
+                executed = job.executed_time_s
+                pending = now - job.submit_time - executed
+                if offsets is not None:
+                    executed -= offsets[1]
+                    pending -= offsets[2]
+                if executed > 0 and pending >= factor * executed and pending > 0:
+                    out.append((0, True))
+                    continue
+            out.append(unpromoted[bisect_right(thresholds, attained)])
         return out
 
     def queue(self, ctx: Context, job: Job) -> int:
