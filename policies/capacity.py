@@ -190,9 +190,9 @@ class FreeCapacity:
             layout = self._layout
             width = len(self._buckets)
             rack_buckets: dict[str, list[dict[str, None]]] = {
-                rack: [{} for _ in range(width)] for rack in layout.rack_buckets
+                rack: [{} for _ in range(width)] for rack in layout.rack_order
             }
-            rack_free = dict.fromkeys(layout.rack_free, 0)
+            rack_free = dict.fromkeys(layout.rack_order, 0)
             rack_of = self._rack_of
             for count, bucket in enumerate(self._buckets):
                 for node_id in bucket:
@@ -568,9 +568,8 @@ class _Layout:
         "named_racks",
         "nodes",
         "order",
-        "rack_buckets",
-        "rack_free",
         "rack_of",
+        "rack_order",
         "rack_positions",
         "racks",
         "total_free",
@@ -602,16 +601,14 @@ class _Layout:
             self.max_gpus = max(self.max_gpus, node.gpus)
         self.buckets: list[dict[str, None]] = [{} for _ in range(self.max_gpus + 1)]
         self.rack_of: dict[str, str] = {}
-        self.rack_buckets: dict[str, list[dict[str, None]]] = {}
-        self.rack_free: dict[str, int] = {}
+        # Racks in the order of their first nodes (the order a decision's per-rack
+        # tallies list them in), as the keys of a dict.
+        self.rack_order: dict[str, None] = {}
         for node_id, free in self.free.items():
             self.buckets[len(free)][node_id] = None
             rack = self.nodes[node_id].topology.rack
             self.rack_of[node_id] = rack
-            if rack not in self.rack_buckets:
-                self.rack_buckets[rack] = [{} for _ in range(self.max_gpus + 1)]
-            self.rack_buckets[rack][len(free)][node_id] = None
-            self.rack_free[rack] = self.rack_free.get(rack, 0) + len(free)
+            self.rack_order[rack] = None
         self.free_n: npt.NDArray[np.int64] = np.array(
             [len(f) for f in self.free.values()], dtype=np.int64
         )
@@ -620,7 +617,7 @@ class _Layout:
         self.gpu_mem_a: npt.NDArray[np.float64] = np.array(
             [n.gpu_memory_gb for n in self.nodes.values()], dtype=np.float64
         )
-        self.racks = tuple(sorted(self.rack_buckets))
+        self.racks = tuple(sorted(self.rack_order))
         positions: dict[str, list[int]] = {rack: [] for rack in self.racks}
         for node_id, position in self.order.items():
             positions[self.rack_of[node_id]].append(position)

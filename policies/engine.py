@@ -375,9 +375,7 @@ class _Round:
             except (PolicyFault, BudgetExceeded):
                 raise
             except Exception as exc:
-                raise PolicyFault(
-                    slot.stage, _name(slot.policy), f"raised {type(exc).__name__}: {exc}"
-                ) from exc
+                raise _raised(slot.stage, slot.policy, exc) from exc
         except BudgetExceeded as spent:  # from the policy itself (`Context.check_budget`)
             self.spent, self.spent_in = spent, slot.stage
             self._hand_over(slot)
@@ -1001,9 +999,7 @@ class _Allocation:
             except PolicyFault:
                 raise
             except Exception as exc:
-                raise PolicyFault(
-                    Stage.PLACEMENT, _name(policy), f"raised {type(exc).__name__}: {exc}"
-                ) from exc
+                raise _raised(Stage.PLACEMENT, policy, exc) from exc
         return rnd.call(slot, partial(self._call_placement, job, workers))
 
     def _call_placement(self, job: Job, workers: int, p: PlacementPolicy) -> PlacementOutcome:
@@ -1187,7 +1183,12 @@ def _guarded(stage: Stage, call: Callable[[P], T], policy: P) -> T:
     except PolicyFault:
         raise
     except Exception as exc:
-        raise PolicyFault(stage, _name(policy), f"raised {type(exc).__name__}: {exc}") from exc
+        raise _raised(stage, policy, exc) from exc
+
+
+def _raised(stage: Stage, policy: object, exc: Exception) -> PolicyFault:
+    """The fault for a policy that raised `exc`: which stage, which policy, what it raised."""
+    return PolicyFault(stage, _name(policy), f"raised {type(exc).__name__}: {exc}")
 
 
 def _in_order(ids: list[str], jobs: Sequence[Job]) -> bool:
