@@ -229,7 +229,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             feedback=FeedbackService(
                 decision_log, metrics, decision_service.learn, [extender.release_job]
             ),
-            catalog=CatalogService(registry, profiles, active_models),
+            catalog=CatalogService(
+                registry, profiles, active_models, decision_service.learns_from_feedback
+            ),
             health=HealthService(
                 engine,
                 cache,

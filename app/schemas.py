@@ -189,6 +189,15 @@ class ProfileOut(BaseModel):
             "while such a job runs."
         )
     )
+    learns_from_feedback: bool = Field(
+        description=(
+            "A policy of the profile learns from `throughput` feedback between decisions "
+            "(the dual agent's GP of machine speeds): `POST /v1/feedback` events with "
+            "`node_id` and `expected_samples_per_s` change its next decisions for that "
+            "`cluster_id`. A caller of such a profile should report the speeds its jobs "
+            "reach; they change no decision of a profile that says false (they are still logged)."
+        )
+    )
     stages: dict[str, PolicyChoiceOut]
     fallback: dict[str, PolicyChoiceOut]
 

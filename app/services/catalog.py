@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.errors import NotFoundError
 from app.schemas import PolicyChoiceOut, PolicyOut, ProfileOut
 from app.services.models import ActiveModels
@@ -17,10 +19,14 @@ class CatalogService:
         registry: Registry,
         profiles: dict[str, Profile],
         models: ActiveModels | None = None,
+        learns_from_feedback: Callable[[str], bool] | None = None,
     ) -> None:
+        """`learns_from_feedback(name)` asks the served pipeline of a profile (the decision
+        service's, rebuilt when a model changes); without it no profile says it learns."""
         self.registry = registry
         self.profiles = profiles
         self.models = models
+        self.learns_from_feedback = learns_from_feedback
 
     def list_profiles(self) -> list[ProfileOut]:
         return [self._profile(p) for p in sorted(self.profiles.values(), key=lambda p: p.name)]
@@ -58,6 +64,9 @@ class CatalogService:
             description=profile.description,
             settles=profile_settles(profile, self.registry),
             gathers=profile_gathers(profile, self.registry),
+            learns_from_feedback=(
+                self.learns_from_feedback is not None and self.learns_from_feedback(profile.name)
+            ),
             stages={
                 s.value: PolicyChoiceOut(
                     name=profile.choice(s).name, params=profile.choice(s).params

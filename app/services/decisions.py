@@ -320,10 +320,15 @@ class DecisionService:
         """State key → the served policy that learns it from feedback (one per key)."""
         learners: dict[str, FeedbackLearner] = {}
         for pipeline in self.pipelines.values():
-            for policy in (pipeline.ordering, pipeline.scaling, pipeline.placement):
-                if isinstance(policy, FeedbackLearner):
-                    learners.setdefault(policy.state_key, policy)
+            for policy in _feedback_learners(pipeline):
+                learners.setdefault(policy.state_key, policy)
         return learners
+
+    def learns_from_feedback(self, profile: str) -> bool:
+        """Whether a policy of the profile's served pipeline folds throughput feedback into
+        the cluster's state (a :class:`FeedbackLearner`), as the simulator's engine decider
+        asks of its own pipeline."""
+        return bool(_feedback_learners(self.pipeline(profile)))
 
     def learn(self, cluster_id: str, observations: Sequence[ThroughputObservation]) -> None:
         """Fold observed throughput into the cluster's state of every feedback learner.
@@ -531,6 +536,15 @@ class FeedbackService:
             for cluster_id, observations in _observations(request.events).items():
                 self.learn(cluster_id, observations)
         return len(request.events)
+
+
+def _feedback_learners(pipeline: Pipeline) -> list[FeedbackLearner]:
+    """The pipeline's stage policies that learn from feedback (decisions read their state)."""
+    return [
+        policy
+        for policy in (pipeline.ordering, pipeline.scaling, pipeline.placement)
+        if isinstance(policy, FeedbackLearner)
+    ]
 
 
 def _observations(events: Sequence[FeedbackEvent]) -> dict[str, list[ThroughputObservation]]:

@@ -54,6 +54,25 @@ def test_each_profile_says_whether_it_settles_and_gathers_as_its_engine_does(
     assert {p["name"] for p in profiles if p["gathers"]} == {"tiresias"}
 
 
+def test_each_profile_says_whether_it_learns_from_feedback_as_its_engine_does(
+    client: TestClient,
+) -> None:
+    # A caller (the simulator's HTTP decider among them) reports throughput only to a
+    # profile whose policy folds it into the cluster's state.
+    registry = build_registry()
+    profiles = client.get("/v1/profiles").json()
+    shipped = shipped_profiles(registry)
+    for listed in profiles:
+        engine = EngineDecider(shipped[listed["name"]], registry)
+        assert listed["learns_from_feedback"] is engine.learns_from_feedback, listed["name"]
+    assert {p["name"] for p in profiles if p["learns_from_feedback"]} == {"dual-agent"}
+    assert client.get("/v1/profiles/dual-agent").json()["learns_from_feedback"] is True
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["ProfileOut"]
+    assert schema["properties"]["learns_from_feedback"]["type"] == "boolean"
+    assert schema["properties"]["learns_from_feedback"]["description"]
+    assert {"settles", "gathers", "learns_from_feedback"} <= set(schema["required"])
+
+
 def test_policies_lists_every_registered_policy_with_params_schema(client: TestClient) -> None:
     policies = client.get("/v1/policies").json()
 
