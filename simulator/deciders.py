@@ -10,16 +10,21 @@ which ones to return (a reclaim). Both go through the same code as the service:
   profile's reclaim policy (and its reclaim fallback), over HTTP by `POST
   {URL}/v1/reclaim` with `{"profile", "snapshot", "count" | "node_ids", "seed"}`.
 
+* throughput feedback between rounds (for a profile that learns from it): in
+  process by the pipeline's feedback learners (`learn`), over HTTP by `POST
+  {URL}/v1/feedback` with `throughput` events.
+
 The seeds are sent along, so randomised policies draw the same numbers either
-way. Policy state (DESIGN §5, e.g. OASiS's committed schedules) is fed back
-into every round as the service does. The service keeps it under the
-snapshot's cluster id, so a replay of a stateful profile through a service
-matches one in process when the service holds no state for that cluster yet (a
-fresh service, or another `Simulation(cluster_id=...)`).
+way. Policy state (DESIGN §5, e.g. OASiS's committed schedules, the dual agent's
+GP of machine speeds) is fed back into every round as the service does. The
+service keeps it under the snapshot's cluster id, so a replay of a stateful
+profile through a service matches one in process when the service holds no state
+for that cluster yet (a fresh service, or another `Simulation(cluster_id=...)`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Protocol
@@ -143,12 +148,24 @@ class DecisionServiceError(RuntimeError):
     """The service answered with an error, or with something that is not a decision."""
 
 
+FEEDBACK_EVENTS_PER_POST = 10_000
+"""The most events `POST /v1/feedback` takes at once (`FeedbackRequest.events`)."""
+
+_MAX_EVENT_ID = 128  # `event_id`'s most characters
+
+
 class HttpDecider:
-    """A running Arbiter service: `POST /v1/decisions` and `POST /v1/reclaim`.
+    """A running Arbiter service: `POST /v1/decisions`, `POST /v1/reclaim` and, for a
+    profile that learns from feedback, `POST /v1/feedback`.
 
     `client` is an `httpx.Client` or anything that posts as one does
     (:class:`simulator.http_client.HttpClient`; tests pass the service's TestClient);
     by default one is opened on `base_url` and closed by `close()`.
+
+    Throughput observations (:meth:`observe`) go to the service as `throughput` events
+    of the cluster of the snapshots it is asked about, so they land in the policy state
+    its decisions read. A relative speed `r` is sent as `samples_per_s = r` against
+    `expected_samples_per_s = 1`: the service learns `r` itself, to the last bit.
     """
 
     def __init__(
@@ -166,9 +183,20 @@ class HttpDecider:
         self.url = root + "/v1/decisions"
         self.reclaim_url = root + "/v1/reclaim"
         self.profile_url = root + "/v1/profiles/" + profile
+        self.feedback_url = root + "/v1/feedback"
         self._profile_json = orjson.dumps(profile)
         self._settles: bool | None = None
         self._gathers: bool | None = None
+        self._learns: bool | None = None
+        # Feedback goes to the cluster of the snapshots asked about; observations made
+        # before the first one wait for it (a run whose jobs already run at its start).
+        self._cluster_id: str | None = None
+        self._unsent: list[ThroughputObservation] = []
+        # Event ids: the simulator's id of the last decision asked for ("start" before
+        # any) and the observation's index since then; see `_event_id`.
+        self._after = "start"
+        self._reported = 0
+        self._last_decision_id: str | None = None
 
     @property
     def settles(self) -> bool:
@@ -188,13 +216,85 @@ class HttpDecider:
         assert self._gathers is not None
         return self._gathers
 
+    @property
+    def learns_from_feedback(self) -> bool:
+        """What the service says of the profile (`learns_from_feedback` of `GET
+        /v1/profiles/{name}`), asked once; False when it cannot say (then the simulator
+        works out no throughput reports, and none is posted)."""
+        if self._learns is None:
+            self._ask_profile()
+        assert self._learns is not None
+        return self._learns
+
     def _ask_profile(self) -> None:
         response = self.client.get(self.profile_url)
         said = response.json() if response.status_code == 200 else None
         self._settles = isinstance(said, dict) and said.get("settles") is True
         self._gathers = isinstance(said, dict) and said.get("gathers") is True
+        self._learns = isinstance(said, dict) and said.get("learns_from_feedback") is True
+
+    def observe(self, observations: Sequence[ThroughputObservation]) -> None:
+        """Throughput feedback between rounds: one `POST /v1/feedback` of `throughput`
+        events (none for no observations, or for a profile that learns nothing from them).
+
+        Each event's id is fixed by the cluster, the simulator's id of the last decision
+        (its seed and round) and the observation's index since: a run sent again sends
+        the same ids, which the service's log keeps once. Before the first decision the
+        cluster is not known yet: the observations go with it. A non-2xx answer raises
+        :class:`DecisionServiceError`.
+        """
+        if not observations or not self.learns_from_feedback:
+            return
+        self._unsent.extend(observations)
+        if self._cluster_id is not None:
+            self._post_feedback(self._cluster_id)
+
+    def _post_feedback(self, cluster_id: str) -> None:
+        while self._unsent:
+            batch = self._unsent[:FEEDBACK_EVENTS_PER_POST]
+            first = self._reported
+            events = [
+                {
+                    "event_id": self._event_id(cluster_id, first + index),
+                    "kind": "throughput",
+                    "cluster_id": cluster_id,
+                    "decision_id": self._last_decision_id,
+                    "job_id": seen.job_id,
+                    "node_id": seen.node_id,
+                    "model": seen.model or None,
+                    # Speeds are relative to the job's table speed on the node's GPU type.
+                    "samples_per_s": float(seen.relative_speed),
+                    "expected_samples_per_s": 1.0,
+                }
+                for index, seen in enumerate(batch)
+            ]
+            response = self.client.post(
+                self.feedback_url,
+                content=orjson.dumps({"events": events}),
+                headers={"content-type": "application/json"},
+            )
+            if not 200 <= response.status_code < 300:
+                raise DecisionServiceError(
+                    f"POST {self.feedback_url} answered {response.status_code}: "
+                    f"{response.text[:500]}"
+                )
+            self._reported = first + len(batch)
+            del self._unsent[: len(batch)]
+
+    def _event_id(self, cluster_id: str, index: int) -> str:
+        """`{cluster}/{last decision}/{index}`: unique in a run, the same in a rerun.
+
+        Hashed when longer than an event id may be (a cluster id may be 255 characters).
+        """
+        plain = f"{cluster_id}/{self._after}/{index}"
+        if len(plain) <= _MAX_EVENT_ID:
+            return plain
+        return "sim-" + hashlib.sha256(plain.encode()).hexdigest()
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
+        self._cluster_id = snapshot.cluster_id
+        if self._unsent:
+            self._post_feedback(snapshot.cluster_id)
         body = b"".join(
             (
                 b'{"profile":',
@@ -214,9 +314,12 @@ class HttpDecider:
                 f"POST {self.url} answered {response.status_code}: {response.text[:500]}"
             )
         try:
-            return decode(response.content, Decision)
+            decision = decode(response.content, Decision)
         except ValueError as error:
             raise DecisionServiceError(f"POST {self.url}: not a decision: {error}") from error
+        self._after, self._reported = decision_id, 0
+        self._last_decision_id = decision.decision_id
+        return decision
 
     def reclaim(self, snapshot: Snapshot, request: ReclaimRequest, seed: int) -> ReclaimResult:
         asked = (
