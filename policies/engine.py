@@ -588,6 +588,8 @@ class _Allocation:
         self.ordered = ordered
         self.target = {r.job_id: r for r in scaling}
         self.free = FreeCapacity.for_training(self.snapshot)
+        # GPUs each tenant holds as the walk goes. Read only against a quota, so the
+        # running jobs are counted in only when some tenant has one (see `run`).
         self.tenant_gpus: dict[str, int] = {}
         self.placement: dict[str, tuple[Assignment, ...]] = {}
         self.preempted: dict[str, str] = {}
@@ -629,11 +631,15 @@ class _Allocation:
         kept = running if len(keep) == len(running) else [j for j in running if j.id in keep]
         self.free.take_held([(job, job.placement) for job in kept])
         # What _hold does, for jobs whose GPUs were just counted: every decision holds
-        # every running job, so this loop runs for most of the snapshot.
-        held, holding, tenant_gpus = self.rnd.held_gpus, self.placement, self.tenant_gpus
-        for job in kept:
-            holding[job.id] = job.placement
-            tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0) + held[job.id]
+        # every running job, so this runs for most of the snapshot. Nothing is placed
+        # yet, and the tenants' tallies are read only against a quota: without quotas
+        # (the common case) they are not kept.
+        held = self.rnd.held_gpus
+        self.placement = {job.id: job.placement for job in kept}
+        if self.quotas:
+            tenant_gpus = self.tenant_gpus
+            for job in kept:
+                tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0) + held[job.id]
         targets, outside = self.target, self.preempted
         selected, waiting, never_fits = self.selected, self.pending, self.free.never_fits
         explain = self.rnd.explain
@@ -892,7 +898,8 @@ class _Allocation:
             removed = _difference(job.placement, kept)
             self.free.release(job, removed)
             self.placement[job.id] = kept
-            self.tenant_gpus[job.tenant] -= (have - target.workers) * job.gpus_per_worker
+            if self.quotas:
+                self.tenant_gpus[job.tenant] -= (have - target.workers) * job.gpus_per_worker
             return
         extra = target.workers - have
         quota = self._quota_left(job.tenant)
