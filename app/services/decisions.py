@@ -14,7 +14,10 @@ serialised by a lock (decisions run on several threads). Across replicas, rounds
 of one cluster are expected one at a time, as a scheduler loop sends them; two
 replicas deciding for the same cluster at once would race (the later write
 wins), and the next round's snapshot reconciles what was lost (running jobs win
-over the state).
+over the state). Throughput feedback is folded into the state of the policies that
+learn from it (:meth:`DecisionService.learn`) under the same lock, once per event id:
+the cluster's recently learned ids are kept beside its state
+(`learned-events:{cluster_id}`).
 
 Learned policies get their model from a `ModelProvider` (the service's
 :class:`app.services.models.ActiveModels`). When a model changes,
@@ -27,6 +30,7 @@ record to the shadow thread instead of straight to the log.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -189,6 +193,49 @@ def state_cache_key(cluster_id: str, key: str) -> str:
     return f"state:{cluster_id}:{key}"
 
 
+def learned_events_cache_key(cluster_id: str) -> str:
+    """Where the ids of the throughput events a cluster's feedback learners folded in live.
+
+    Beside the cluster's policy state (:func:`state_cache_key`), under a prefix of its own
+    so that no policy's state key can collide with it.
+    """
+    return f"learned-events:{cluster_id}"
+
+
+LEARNED_EVENTS_KEPT = 16_384
+"""How many of a cluster's most recently learned throughput event ids are remembered.
+
+Feedback is idempotent by event id (DESIGN §4): a retried `POST /v1/feedback` (a
+timeout, a lost answer) must not teach the GP the same observation twice. A retry
+comes soon after its original, so only the most recent ids are kept, oldest dropped
+first. 16,384 covers the 10,000 events one request may carry (a retry of the largest
+request is recognised whole) with room for some 6,000 more of the cluster's events
+arriving between an original and its retry. Each id is kept as an 8-byte digest
+(:func:`_event_digest`), so the key is at most 128 KiB whatever the ids' length (up
+to 128 characters), and it is read and written once per feedback request that
+teaches the cluster anything.
+"""
+
+_DIGEST_BYTES = 8
+
+
+def _event_digest(event_id: str) -> bytes:
+    """An event id's 64-bit BLAKE2b digest: what :func:`learned_events_cache_key` keeps.
+
+    Among 16,384 kept digests a new id is taken for a learned one with probability
+    under 1e-15; such a collision would only leave one observation unlearned.
+    """
+    encoded = event_id.encode("utf-8", "surrogatepass")  # any str has one, even a lone surrogate
+    return hashlib.blake2b(encoded, digest_size=_DIGEST_BYTES).digest()
+
+
+def _digest_values(digests: bytes) -> memoryview:
+    """Concatenated digests as unsigned 64-bit integers (native order, on both sides of
+    a comparison): a set of them is built several times faster than one of 8-byte
+    slices, which matters when a full key is read on every feedback request."""
+    return memoryview(digests).cast("Q")
+
+
 def profile_model_keys(profile: Profile, registry: Registry) -> set[str]:
     """The model keys of the learned policies a profile uses (fallbacks included)."""
     choices = [(stage, profile.choice(stage)) for stage in ENGINE_STAGES]
@@ -219,8 +266,10 @@ class DecisionService:
         cpu_budget_s: float | None = None,
         inline_max_bytes: int = 0,
         trimmer: HeapTrimmer | None = None,
+        learned_events_kept: int = LEARNED_EVENTS_KEPT,
     ) -> None:
         self.limits = limits or SnapshotLimits()
+        self.learned_events_kept = learned_events_kept
         self.inline_max_bytes = inline_max_bytes
         self.trimmer = trimmer
         self.cpu_budget_s = cpu_budget_s
@@ -330,24 +379,64 @@ class DecisionService:
         asks of its own pipeline."""
         return bool(_feedback_learners(self.pipeline(profile)))
 
-    def learn(self, cluster_id: str, observations: Sequence[ThroughputObservation]) -> None:
-        """Fold observed throughput into the cluster's state of every feedback learner.
+    def learn(self, cluster_id: str, observations: Mapping[str, ThroughputObservation]) -> None:
+        """Fold observed throughput (event id → observation) into the cluster's state of
+        every feedback learner, skipping the events it has already learned.
+
+        Feedback is idempotent by event id (DESIGN §4): an event whose id this cluster's
+        learners folded in before (a retried request) is not learned again, so the GP
+        never counts one observation twice. The cluster's most recently learned ids
+        (the last :attr:`learned_events_kept`, :data:`LEARNED_EVENTS_KEPT` by default)
+        are kept in the cache under :func:`learned_events_cache_key`, beside the state,
+        so every replica sees them; a new event id is learned even when its content
+        repeats an earlier event's (it is a second observation).
 
         Under the cluster's lock, like a stateful decision, so neither loses the other's
-        write within a process.
+        write within a process, and a retry that races its original on this replica
+        waits for it. Across replicas, as for decisions, a retry sent to another replica
+        while the original is still being learned may be learned twice. The state is
+        written before the ids: should the process die between the two writes, a retry
+        is learned again rather than its observation lost. A cache
+        that is down serves both from the process's copy (:class:`storage.cache.Cache`
+        never raises for an outage), as for the state alone.
         """
         learners = self._learners()
         if not learners or not observations:
             return
         with self._cluster_lock(cluster_id):
+            learned = self._learned_events(cluster_id)
+            known = set(_digest_values(learned))
+            fresh: list[ThroughputObservation] = []
+            fresh_digests: list[bytes] = []
+            for event_id, observation in observations.items():
+                digest = _event_digest(event_id)
+                value = _digest_values(digest)[0]
+                if value in known:
+                    continue
+                known.add(value)
+                fresh.append(observation)
+                fresh_digests.append(digest)
+            if not fresh:
+                return
             state = self.load_state(cluster_id, tuple(learners))
             self.save_state(
                 cluster_id,
-                {
-                    key: learner.learn(state.get(key), observations)
-                    for key, learner in learners.items()
-                },
+                {key: learner.learn(state.get(key), fresh) for key, learner in learners.items()},
             )
+            remembered = learned + b"".join(fresh_digests)
+            oldest_kept = max(0, len(remembered) - self.learned_events_kept * _DIGEST_BYTES)
+            self.cache.set(learned_events_cache_key(cluster_id), remembered[oldest_kept:])
+
+    def _learned_events(self, cluster_id: str) -> bytes:
+        """The digests of the cluster's most recently learned event ids, oldest first;
+        none when never written (or unreadable)."""
+        raw = self.cache.get(learned_events_cache_key(cluster_id))
+        if raw is None:
+            return b""
+        if len(raw) % _DIGEST_BYTES:
+            logger.warning("unreadable learned event ids of cluster %r; ignored", cluster_id)
+            return b""
+        return raw
 
     def load_state(self, cluster_id: str, keys: Sequence[str]) -> dict[str, JsonValue]:
         """The cluster's kept state under `keys`; a key never written (or unreadable) is absent."""
@@ -490,14 +579,15 @@ class DecisionService:
 
 class FeedbackService:
     """Logs every outcome; throughput observed on a node against an expected speed also goes
-    to `learn` (the decision service's feedback learners), per cluster, and a finished job
-    to every `on_job_finished` listener."""
+    to `learn` (the decision service's feedback learners), per cluster and by event id
+    (`learn` skips the ids it has learned before), and a finished job to every
+    `on_job_finished` listener."""
 
     def __init__(
         self,
         log: LogSink,
         metrics: Metrics,
-        learn: Callable[[str, Sequence[ThroughputObservation]], None] | None = None,
+        learn: Callable[[str, Mapping[str, ThroughputObservation]], None] | None = None,
         on_job_finished: Sequence[Callable[[str, str], object]] = (),
     ) -> None:
         self.log = log
@@ -547,10 +637,18 @@ def _feedback_learners(pipeline: Pipeline) -> list[FeedbackLearner]:
     ]
 
 
-def _observations(events: Sequence[FeedbackEvent]) -> dict[str, list[ThroughputObservation]]:
-    """Throughput events a GP can learn from (a node, a speed, an expected speed), by cluster."""
-    out: dict[str, list[ThroughputObservation]] = {}
+def _observations(
+    events: Sequence[FeedbackEvent],
+) -> dict[str, dict[str, ThroughputObservation]]:
+    """Throughput events a GP can learn from (a node, a speed, an expected speed), by cluster
+    and event id. An id that comes twice counts once, as its first occurrence (the one
+    the log keeps)."""
+    out: dict[str, dict[str, ThroughputObservation]] = {}
+    taken: set[str] = set()
     for event in events:
+        if event.event_id in taken:
+            continue
+        taken.add(event.event_id)
         if not (
             isinstance(event, ThroughputObserved)
             and event.node_id
@@ -563,12 +661,10 @@ def _observations(events: Sequence[FeedbackEvent]) -> dict[str, list[ThroughputO
         relative_speed = event.samples_per_s / event.expected_samples_per_s
         if not (0.0 < relative_speed < math.inf):
             continue
-        out.setdefault(event.cluster_id, []).append(
-            ThroughputObservation(
-                node_id=event.node_id,
-                job_id=event.job_id,
-                model=event.model or "",
-                relative_speed=relative_speed,
-            )
+        out.setdefault(event.cluster_id, {})[event.event_id] = ThroughputObservation(
+            node_id=event.node_id,
+            job_id=event.job_id,
+            model=event.model or "",
+            relative_speed=relative_speed,
         )
     return out

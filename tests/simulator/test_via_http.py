@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from app.main import create_app
-from app.services.decisions import state_cache_key
+from app.services.decisions import learned_events_cache_key, state_cache_key
 from app.settings import Settings
 from policies.decision import Decision
 from policies.model import Snapshot, ThroughputObservation
@@ -178,8 +178,9 @@ def test_a_replayed_run_sends_the_same_feedback_event_ids_which_the_log_keeps_on
     client: TestClient, settings: Settings
 ) -> None:
     # Ids follow from the cluster, the round and the index: distinct within a run, the
-    # same when the run is sent again (here to a service that forgot the cluster's GP,
-    # as a fresh one would), so the log does not count an observation twice.
+    # same when the run is sent again (here to a service that forgot the cluster's GP
+    # and the event ids it learned, as a fresh one would), so the log does not count an
+    # observation twice.
     log = client.app.state.decision_log  # type: ignore[attr-defined]
     services = client.app.state.services  # type: ignore[attr-defined]
 
@@ -197,6 +198,7 @@ def test_a_replayed_run_sends_the_same_feedback_event_ids_which_the_log_keeps_on
     sent_once = throughput_events_accepted(client)
     ids = logged_ids()
     services.decisions.cache.delete(state_cache_key(simulation.cluster_id, "rwgp"))
+    services.decisions.cache.delete(learned_events_cache_key(simulation.cluster_id))
     again = HETERO.simulation().run(http_decider(client, "dual-agent"))
 
     assert strip(again.metrics) == strip(first.metrics)
