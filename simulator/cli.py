@@ -2,14 +2,18 @@
 
     arbiter simulate --trace CSV --cluster JSON --profile NAME [--profile NAME ...]
                      [--max-jobs N] [--seed N] [--perf-model measured|ideal]
-                     [--out DIR] [--json] [--via-http URL]
+                     [--out DIR] [--json] [--via-http URL] [--cluster-id ID]
 
 With `--json`, stdout is exactly one JSON object `{"results": [{"profile": NAME,
 <metrics>}, ...]}`; otherwise a table. `--out DIR` writes a report with plots
 and the per-job records. `--via-http URL` sends every snapshot to a running
 service (`POST URL/v1/decisions`) instead of the engine in this process; the
-metrics are the same for the same seed. A progress bar goes to stderr when it
-is a terminal (never with `--json`).
+metrics are the same for the same seed. The service keeps policy state per
+cluster id, so each profile's run through it carries an id of its own (a fresh
+`sim-<spec name>-<8 hex digits>` unless `--cluster-id` names one; see
+:mod:`simulator.cluster_ids`): a replay starts from empty state and never reads or
+writes a live cluster's. A progress bar goes to stderr when it is a terminal (never
+with `--json`).
 
 The further options fill what traces lack and tune the simulator; each is
 documented in docs/simulator.md and in the module that implements it.
@@ -29,6 +33,7 @@ from simulator.workload import UTILITY_FORMS, UTILITY_VALUES, WorkloadError, Wor
 # The engine, the simulator's core and its reports are imported inside the functions that
 # run a simulation: declaring the options (`arbiter simulate --help`) needs none of them.
 if TYPE_CHECKING:
+    from simulator.http_client import HttpClient
     from simulator.runner import RunConfig
 
 
@@ -60,6 +65,21 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         default=None,
         help="Ask a running service (POST URL/v1/decisions) instead of the in-process engine.",
+    )
+    parser.add_argument(
+        "--cluster-id",
+        metavar="ID",
+        default=None,
+        help=(
+            "Cluster id of the simulation's snapshots: where a service keeps the run's "
+            "policy state (1-255 characters, as the snapshot schema's `cluster_id`); it "
+            "changes no metric of a shipped profile. In process: the spec's name by "
+            "default. With --via-http: a fresh sim-<spec name>-<8 hex digits> per profile "
+            "run by default, so each replay starts from empty state and never touches a "
+            "live cluster's; a given ID is used as is for one profile and as ID-PROFILE for "
+            "each of several (every run needs state of its own, and the name says which "
+            "run it was)."
+        ),
     )
     fill = parser.add_argument_group("what traces lack (docs/simulator.md)")
     fill.add_argument(
@@ -173,9 +193,14 @@ def _progress_factory(
     return for_profile
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    """Run `arbiter simulate`; returns the exit status (0 ok, 2 bad input, 1 failure)."""
+def run_simulate(args: argparse.Namespace, *, http_client: HttpClient | None = None) -> int:
+    """Run `arbiter simulate`; returns the exit status (0 ok, 2 bad input, 1 failure).
+
+    `http_client` answers for the service of `--via-http` instead of a connection opened
+    on its URL (tests pass the service's TestClient).
+    """
     from simulator.cluster import ClusterSpecError, load_cluster
+    from simulator.cluster_ids import run_cluster_ids
     from simulator.core import SimulationError
     from simulator.deciders import (
         Decider,
@@ -206,13 +231,20 @@ def run_simulate(args: argparse.Namespace) -> int:
     except (TraceError, ClusterSpecError, WorkloadError, UnknownProfileError, OSError) as error:
         print(f"arbiter simulate: error: {error}", file=sys.stderr)
         return 2
+    try:
+        cluster_ids = run_cluster_ids(
+            names, cluster.name, chosen=args.cluster_id, via_service=args.via_http is not None
+        )
+    except ValueError as error:
+        print(f"arbiter simulate: error: --cluster-id: {error}", file=sys.stderr)
+        return 2
 
     clients: list[HttpDecider] = []
 
     def decider_for(name: str) -> Decider:
         if args.via_http is None:
             return EngineDecider.named(name)
-        client = HttpDecider(args.via_http, name)
+        client = HttpDecider(args.via_http, name, client=http_client)
         clients.append(client)
         return client
 
@@ -225,6 +257,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             config,
             decider_for=decider_for,
             on_progress=_progress_factory(len(trace), show_progress),
+            cluster_ids=cluster_ids,
         )
     except (SimulationError, DecisionServiceError) as error:
         print(f"arbiter simulate: error: {error}", file=sys.stderr)
@@ -233,6 +266,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         for client in clients:
             client.close()
     pairs: list[tuple[str, SimulationResult]] = [(r.profile, r.result) for r in runs]
+    # Where each run's state and decisions are in the service, for whoever looks there.
+    state_at = ", ".join(f"{r.profile}: {r.cluster_id}" for r in runs)
+    if args.via_http is not None and not args.json:
+        print(f"cluster ids at {args.via_http}: {state_at}", file=sys.stderr)
     if args.out is not None:
         context = {
             "trace": args.trace,
@@ -242,6 +279,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             "perf model": args.perf_model,
             "model mix": args.model_mix,
             "decisions from": args.via_http or "in-process engine",
+            "cluster ids": state_at,
         }
         report = write_report(args.out, pairs, context)
         if not args.json:

@@ -19,7 +19,9 @@ way. Policy state (DESIGN §5, e.g. OASiS's committed schedules, the dual agent'
 GP of machine speeds) is fed back into every round as the service does. The
 service keeps it under the snapshot's cluster id, so a replay of a stateful
 profile through a service matches one in process when the service holds no state
-for that cluster yet (a fresh service, or another `Simulation(cluster_id=...)`).
+for that id yet: `arbiter simulate --via-http` gives every profile run a fresh id
+(:mod:`simulator.cluster_ids`), and a caller that builds its own simulation passes
+one (`Simulation(cluster_id=...)`, `simulate(..., cluster_ids=...)`).
 """
 
 from __future__ import annotations

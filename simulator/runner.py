@@ -32,6 +32,8 @@ class RunConfig:
 class ProfileRun:
     profile: str
     result: SimulationResult
+    cluster_id: str = ""
+    """The cluster id the run's snapshots carried (where a service kept its state)."""
 
 
 def build_simulation(
@@ -40,11 +42,14 @@ def build_simulation(
     config: RunConfig,
     initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
     perf: PerfOptions | None = None,
+    *,
+    cluster_id: str | None = None,
 ) -> Simulation:
     """A simulation of already filled-in jobs (see :func:`simulator.workload.make_jobs`);
     `initial_placements` names the jobs already running when it begins, and their GPUs.
     `perf` replaces the effects `config.perf_mode` turns on (an experiment that turns one
-    off)."""
+    off). `cluster_id` is the id its snapshots carry (default: the spec's name); it changes
+    no metric, only where a service answering them keeps the run's policy state."""
     return Simulation(
         jobs,
         cluster,
@@ -52,6 +57,7 @@ def build_simulation(
         options=config.sim,
         inference=config.inference,
         seed=config.seed,
+        cluster_id=cluster_id,
         initial_placements=initial_placements,
     )
 
@@ -64,12 +70,23 @@ def simulate(
     *,
     decider_for: Callable[[str], Decider] | None = None,
     on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+    cluster_ids: Sequence[str] | None = None,
 ) -> list[ProfileRun]:
-    """One run per profile, on the same jobs and seed; in process unless `decider_for` says."""
+    """One run per profile, on the same jobs and seed; in process unless `decider_for` says.
+
+    `cluster_ids` gives each run's snapshots their cluster id, one per profile in order
+    (default: the spec's name for all; see :func:`simulator.cluster_ids.run_cluster_ids`
+    for runs through a service)."""
     cfg = config or RunConfig()
     jobs = make_jobs(trace, cfg.workload, seed=cfg.seed)
     return simulate_jobs(
-        jobs, cluster, profiles, cfg, decider_for=decider_for, on_progress=on_progress
+        jobs,
+        cluster,
+        profiles,
+        cfg,
+        decider_for=decider_for,
+        on_progress=on_progress,
+        cluster_ids=cluster_ids,
     )
 
 
@@ -82,15 +99,25 @@ def simulate_jobs(
     initial_placements: Mapping[str, tuple[Assignment, ...]] | None = None,
     decider_for: Callable[[str], Decider] | None = None,
     on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+    cluster_ids: Sequence[str] | None = None,
 ) -> list[ProfileRun]:
     """:func:`simulate` of already filled-in jobs, some of them perhaps already running."""
+    if cluster_ids is not None and len(cluster_ids) != len(profiles):
+        raise ValueError(f"{len(cluster_ids)} cluster ids for {len(profiles)} profiles")
     make_decider = decider_for or EngineDecider.named
     runs: list[ProfileRun] = []
-    for name in profiles:
+    for index, name in enumerate(profiles):
         decider = make_decider(name)
-        sim = build_simulation(jobs, cluster, config, initial_placements)
+        sim = build_simulation(
+            jobs,
+            cluster,
+            config,
+            initial_placements,
+            cluster_id=cluster_ids[index] if cluster_ids is not None else None,
+        )
         progress = on_progress(name) if on_progress is not None else None
-        runs.append(ProfileRun(profile=name, result=sim.run(decider, progress)))
+        result = sim.run(decider, progress)
+        runs.append(ProfileRun(profile=name, result=result, cluster_id=sim.cluster_id))
     return runs
 
 
@@ -103,6 +130,7 @@ def simulate_files(
     max_jobs: int | None = None,
     decider_for: Callable[[str], Decider] | None = None,
     on_progress: Callable[[str], Callable[[int], None] | None] | None = None,
+    cluster_ids: Sequence[str] | None = None,
 ) -> list[ProfileRun]:
     return simulate(
         read_trace(trace_path, max_jobs),
@@ -111,4 +139,5 @@ def simulate_files(
         config,
         decider_for=decider_for,
         on_progress=on_progress,
+        cluster_ids=cluster_ids,
     )
