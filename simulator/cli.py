@@ -73,7 +73,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         help=(
             "Cluster id of the simulation's snapshots: where a service keeps the run's "
             "policy state (1-255 characters, as the snapshot schema's `cluster_id`); it "
-            "changes no metric of a shipped profile. In process: the spec's name by "
+            "changes no metric. In process: the spec's name by "
             "default. With --via-http: a fresh sim-<spec name>-<8 hex digits> per profile "
             "run by default, so each replay starts from empty state and never touches a "
             "live cluster's; a given ID is used as is for one profile and as ID-PROFILE for "

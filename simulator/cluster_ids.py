@@ -8,10 +8,8 @@ earlier replay left. So a replay through a service gets an id of its own per pro
 run (:func:`fresh_cluster_id`) unless the caller names one, and an id the caller names
 is checked against the snapshot schema first (:func:`cluster_id_problem`).
 
-The id changes no metric of a shipped profile: neither the simulator nor their policies
-seed anything from it, and in process each run's engine keeps its own state whatever
-the id. (The `random` reclaim policy, in no shipped profile, mixes the cluster id into
-its draw: a profile built on it gives other reclaims under another id.)
+The id changes no metric: neither the simulator nor any policy seeds anything from it,
+and in process each run's engine keeps its own state whatever the id.
 """
 
 from __future__ import annotations

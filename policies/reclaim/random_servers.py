@@ -2,9 +2,11 @@
 
 The floor that reclaim policies are measured against: it ignores what runs on
 the servers. The draw is seeded by the request's seed, the policy's `seed`
-parameter, the cluster id and the snapshot's clock (through SHA-256, not
-Python's per-process `hash`), so the same snapshot and seed give the same
-servers on every replica and in the simulator.
+parameter and the snapshot's clock (through SHA-256, not Python's per-process
+`hash`), so the same snapshot and seed give the same servers on every replica
+and in the simulator. Not by the cluster id: a replay through a service runs under
+an id of its own (`arbiter simulate --via-http`), and must draw what the same
+replay draws in process.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class RandomReclaim:
             return reclaim_named(ctx.snapshot, request.node_ids)
         count = request.count or 0
         ledger = ReclaimLedger(ctx.snapshot)
-        text = f"{ctx.seed}:{self.params.seed}:{ctx.snapshot.cluster_id}:{ctx.now!r}".encode()
+        text = f"{ctx.seed}:{self.params.seed}:{ctx.now!r}".encode()
         rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
         drawn = rng.sample(ledger.loaned, min(count, len(ledger.loaned)))
         reasons = {
