@@ -38,12 +38,12 @@ from pydantic import JsonValue
 from policies.common.reclaim import run_reclaim
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
-from policies.model import Snapshot, ThroughputObservation, decode, encode
+from policies.model import Snapshot, ThroughputObservation, encode
 from policies.profiles import Profile, load_profiles
 from policies.protocols import FeedbackLearner
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
 from policies.registry import Registry, build_registry
-from simulator.http_client import HttpClient
+from simulator.http_client import HttpClient, decoded, post_json
 
 
 class Decider(Protocol):
@@ -270,16 +270,13 @@ class HttpDecider:
                 }
                 for index, seen in enumerate(batch)
             ]
-            response = self.client.post(
+            post_json(
+                self.client,
                 self.feedback_url,
-                content=orjson.dumps({"events": events}),
-                headers={"content-type": "application/json"},
+                orjson.dumps({"events": events}),
+                DecisionServiceError,
+                accepted=range(200, 300),
             )
-            if not 200 <= response.status_code < 300:
-                raise DecisionServiceError(
-                    f"POST {self.feedback_url} answered {response.status_code}: "
-                    f"{response.text[:500]}"
-                )
             self._reported = first + len(batch)
             del self._unsent[: len(batch)]
 
@@ -308,17 +305,8 @@ class HttpDecider:
                 b"}",
             )
         )
-        response = self.client.post(
-            self.url, content=body, headers={"content-type": "application/json"}
-        )
-        if response.status_code != 200:
-            raise DecisionServiceError(
-                f"POST {self.url} answered {response.status_code}: {response.text[:500]}"
-            )
-        try:
-            decision = decode(response.content, Decision)
-        except ValueError as error:
-            raise DecisionServiceError(f"POST {self.url}: not a decision: {error}") from error
+        response = post_json(self.client, self.url, body, DecisionServiceError)
+        decision = decoded(response, Decision, self.url, "a decision", DecisionServiceError)
         self._after, self._reported = decision_id, 0
         self._last_decision_id = decision.decision_id
         return decision
@@ -342,19 +330,10 @@ class HttpDecider:
                 b"}",
             )
         )
-        response = self.client.post(
-            self.reclaim_url, content=body, headers={"content-type": "application/json"}
+        response = post_json(self.client, self.reclaim_url, body, DecisionServiceError)
+        answer = decoded(
+            response, ReclaimDecision, self.reclaim_url, "a reclaim answer", DecisionServiceError
         )
-        if response.status_code != 200:
-            raise DecisionServiceError(
-                f"POST {self.reclaim_url} answered {response.status_code}: {response.text[:500]}"
-            )
-        try:
-            answer = decode(response.content, ReclaimDecision)
-        except ValueError as error:
-            raise DecisionServiceError(
-                f"POST {self.reclaim_url}: not a reclaim answer: {error}"
-            ) from error
         # The service's bookkeeping (decision id, profile, policy) is not part of the answer.
         return ReclaimResult(
             **{name: getattr(answer, name) for name in ReclaimResult.__struct_fields__}

@@ -16,10 +16,10 @@ import orjson
 from policies.dispatch.model import DispatchDecision, DispatchResult, DispatchSnapshot
 from policies.dispatch.run import Dispatches, DispatchPair, build_dispatch, run_dispatch
 from policies.learned.models import ModelProvider
-from policies.model import decode, encode
+from policies.model import encode
 from policies.profiles import load_profiles
 from policies.registry import build_registry
-from simulator.http_client import HttpClient
+from simulator.http_client import HttpClient, decoded, post_json
 
 if TYPE_CHECKING:
     from simulator.accelerator.system import RunResult
@@ -81,17 +81,8 @@ class HttpDispatcher:
 
     def __call__(self, snapshot: DispatchSnapshot) -> DispatchResult:
         body = b'{"profile":' + self._profile_json + b',"snapshot":' + encode(snapshot) + b"}"
-        response = self.client.post(
-            self.url, content=body, headers={"content-type": "application/json"}
-        )
-        if response.status_code != 200:
-            raise DispatchServiceError(
-                f"POST {self.url} answered {response.status_code}: {response.text[:500]}"
-            )
-        try:
-            return decode(response.content, DispatchDecision)
-        except ValueError as error:
-            raise DispatchServiceError(f"POST {self.url}: not a dispatch: {error}") from error
+        response = post_json(self.client, self.url, body, DispatchServiceError)
+        return decoded(response, DispatchDecision, self.url, "a dispatch", DispatchServiceError)
 
     def report(self, result: RunResult, system_id: str) -> int:
         """POST the episode's outcomes to `/v1/feedback` as a caller would; how many were new."""
@@ -99,11 +90,8 @@ class HttpDispatcher:
         url = self.url.removesuffix("/v1/dispatch") + "/v1/feedback"
         accepted = 0
         for start in range(0, len(events), 10_000):
-            response = self.client.post(url, json={"events": events[start : start + 10_000]})
-            if response.status_code != 202:
-                raise DispatchServiceError(
-                    f"POST {url} answered {response.status_code}: {response.text[:500]}"
-                )
+            batch = orjson.dumps({"events": events[start : start + 10_000]})
+            response = post_json(self.client, url, batch, DispatchServiceError, accepted=(202,))
             accepted += int(response.json()["accepted"])
         return accepted
 
