@@ -181,6 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cpu_budget_s=settings.decision_cpu_budget_ms / 1000.0 or None,
             inline_max_bytes=settings.inline_max_bytes,
             trimmer=trimmer,
+            state_ttl_s=settings.state_ttl_s or None,  # 0: never expire
         )
         dispatch_service = DispatchService(
             registry, profiles, decision_log, metrics, limits=limits, models=active_models

@@ -6,6 +6,8 @@ Built once by whoever starts the service (`arbiter serve`, a test) and passed to
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +16,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _SHADOW_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+DEFAULT_STATE_TTL_S = 30 * 86_400.0
+"""How long a silent cluster's policy state is kept: 30 days (see `Settings.state_ttl_s`)."""
 
 
 class Settings(BaseSettings):
@@ -29,6 +34,16 @@ class Settings(BaseSettings):
     redis_prefix: str = Field(
         default="arbiter:",
         description="Prefix of every Redis key and channel Arbiter uses (one per deployment).",
+    )
+    state_ttl_s: float = Field(
+        default=DEFAULT_STATE_TTL_S,
+        ge=0,
+        description=(
+            "A cluster's policy state (and its learned feedback event ids) is dropped "
+            "from the cache this many seconds after the cluster was last heard from (a "
+            "stateful decision, or feedback that taught something): each write, and each "
+            "stateful decision, restarts the clock. 0: never dropped. Default: 30 days."
+        ),
     )
     admin_token: str | None = Field(
         default=None, description="Bearer token of the admin endpoints; unset disables them."
@@ -309,6 +324,22 @@ class Settings(BaseSettings):
                     "'_', '-' and '.'"
                 )
         return value
+
+    @field_validator("state_ttl_s", mode="before")
+    @classmethod
+    def _state_ttl_is_seconds(cls, value: object) -> object:
+        """A finite number of seconds, at least 0; said with the variable's name, since
+        pydantic's own message would name only the field."""
+        seconds = math.nan
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            with contextlib.suppress(ValueError):
+                seconds = float(value)
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(
+                f"ARBITER_STATE_TTL_S must be a number of seconds, 0 or more (0: never "
+                f"expire), not {value!r}"
+            )
+        return seconds
 
     @field_validator("redis_url")
     @classmethod

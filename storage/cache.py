@@ -14,8 +14,9 @@ How :class:`RedisCache` behaves across an outage:
   the copy alone, remembering which keys it changed. A background thread pings Redis
   with exponential backoff; callers never wait on a dead server.
 * Once Redis answers again, the keys changed during the outage are written back
-  (last writer wins, as if the writes had arrived late), subscriptions are restored,
-  and it logs the reconnection.
+  (last writer wins, as if the writes had arrived late), each with what is left of
+  its TTL (a key whose TTL ran out meanwhile is deleted, not revived), subscriptions
+  are restored, and it logs the reconnection.
 * Messages published during the outage reach only this process's subscribers, and
   messages other replicas publish meanwhile are missed: a subscriber that must not miss
   a change (a new active model version) should re-read the state it cares about when
@@ -63,6 +64,12 @@ class Cache(Protocol):
 
     def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
         """Store ``value``; with ``ttl_s`` it disappears after that many seconds."""
+        ...
+
+    def expire(self, key: str, ttl_s: float | None = None) -> bool:
+        """Restart ``key``'s expiry from now without rewriting its value: it disappears
+        after ``ttl_s`` seconds (``None``: never; ``<= 0``: now). Return whether the key
+        was there (a missing key stays missing)."""
         ...
 
     def delete(self, key: str) -> None: ...
@@ -172,6 +179,22 @@ class InProcessCache:
                 for expired_key in expired:
                     del self._entries[expired_key]
 
+    def expire(self, key: str, ttl_s: float | None = None) -> bool:
+        now = self._clock()
+        with self._lock:
+            stored = self._entries.get(key)
+            if stored is None:
+                return False
+            value, expires_at = stored
+            if expires_at is not None and expires_at <= now:
+                del self._entries[key]
+                return False
+            if ttl_s is not None and ttl_s <= 0:
+                del self._entries[key]
+            else:
+                self._entries[key] = (value, None if ttl_s is None else now + ttl_s)
+            return True
+
     def delete(self, key: str) -> None:
         with self._lock:
             self._entries.pop(key, None)
@@ -277,6 +300,37 @@ class RedisCache:
             self._redis_set(key, value, ttl_s)
         except (RedisError, OSError) as error:
             self._mark_down(error, dirty_key=(key, True))
+
+    def expire(self, key: str, ttl_s: float | None = None) -> bool:
+        if ttl_s is not None and ttl_s <= 0:
+            present = self.get(key) is not None
+            self.delete(key)
+            return present
+        # The copy's expiry moves too, so an outage neither serves the value past its
+        # new expiry nor drops it early. During one, a key the copy holds is replayed
+        # (value and remaining TTL); one it lacks is left alone, not deleted.
+        in_memory = self._memory.expire(key, ttl_s)
+        with self._lock:
+            healthy = self._healthy
+            if not healthy and in_memory:
+                self._dirty[key] = True
+        if not healthy:
+            return in_memory
+        name = self._name(key)
+        try:
+            if ttl_s is None:
+                pipeline = self._client.pipeline(transaction=False)
+                pipeline.persist(name)
+                pipeline.exists(name)
+                present = bool(pipeline.execute()[1])
+            else:
+                present = bool(self._client.pexpire(name, max(1, round(ttl_s * 1000))))
+        except (RedisError, OSError) as error:
+            self._mark_down(error, dirty_key=(key, True) if in_memory else None)
+            return in_memory
+        if not present:
+            self._memory.delete(key)  # gone from Redis (expired, or deleted elsewhere)
+        return present
 
     def delete(self, key: str) -> None:
         self._memory.delete(key)

@@ -19,6 +19,16 @@ learn from it (:meth:`DecisionService.learn`) under the same lock, once per even
 the cluster's recently learned ids are kept beside its state
 (`learned-events:{cluster_id}`).
 
+A cluster's keys expire `state_ttl_s` (`ARBITER_STATE_TTL_S`, 30 days) after it was
+last heard from: every write passes the TTL, and a stateful decision also restarts
+the expiry of the keys it only reads (the dual agent's GP, written by feedback alone).
+So a cluster that keeps deciding or sending feedback keeps its state, while the state
+of a decommissioned cluster, or of a finished replay (`arbiter simulate --via-http`,
+an id of its own per run), goes from Redis and from the in-process cache. A cluster
+silent for longer starts from empty state, as a new one does: the snapshot wins over
+the state (running jobs are what the snapshot says; OASiS prices them by their real
+placement, Tiresias forgets its promotions, the GP starts from its prior).
+
 Learned policies get their model from a `ModelProvider` (the service's
 :class:`app.services.models.ActiveModels`). When a model changes,
 :meth:`DecisionService.rebuild` builds the affected pipelines on the caller's
@@ -267,8 +277,12 @@ class DecisionService:
         inline_max_bytes: int = 0,
         trimmer: HeapTrimmer | None = None,
         learned_events_kept: int = LEARNED_EVENTS_KEPT,
+        state_ttl_s: float | None = None,
     ) -> None:
         self.limits = limits or SnapshotLimits()
+        self.state_ttl_s = state_ttl_s
+        """Seconds a cluster's policy state and learned event ids are kept after its last
+        decision or feedback; None (the default): kept forever."""
         self.learned_events_kept = learned_events_kept
         self.inline_max_bytes = inline_max_bytes
         self.trimmer = trimmer
@@ -425,7 +439,9 @@ class DecisionService:
             )
             remembered = learned + b"".join(fresh_digests)
             oldest_kept = max(0, len(remembered) - self.learned_events_kept * _DIGEST_BYTES)
-            self.cache.set(learned_events_cache_key(cluster_id), remembered[oldest_kept:])
+            self.cache.set(
+                learned_events_cache_key(cluster_id), remembered[oldest_kept:], self.state_ttl_s
+            )
 
     def _learned_events(self, cluster_id: str) -> bytes:
         """The digests of the cluster's most recently learned event ids, oldest first;
@@ -452,8 +468,22 @@ class DecisionService:
         return state
 
     def save_state(self, cluster_id: str, updates: Mapping[str, JsonValue]) -> None:
+        """Write the cluster's new state under each key, expiring :attr:`state_ttl_s` from now."""
         for key, value in updates.items():
-            self.cache.set(state_cache_key(cluster_id, key), orjson.dumps(value))
+            self.cache.set(state_cache_key(cluster_id, key), orjson.dumps(value), self.state_ttl_s)
+
+    def _keep_read_state(
+        self, cluster_id: str, loaded: Mapping[str, JsonValue], written: Mapping[str, JsonValue]
+    ) -> None:
+        """Restart the expiry of the keys a decision read but did not write (the GP, which
+        only feedback writes), so that a cluster that keeps deciding keeps them too.
+
+        A TTL refresh, not a rewrite: the value (the GP can hold 20,000 machines) does
+        not travel again. A key the cluster does not have is left absent.
+        """
+        for key in loaded:
+            if key not in written:
+                self.cache.expire(state_cache_key(cluster_id, key), self.state_ttl_s)
 
     def pipeline(self, profile: str) -> Pipeline:
         pipeline = self.pipelines.get(profile)
@@ -533,14 +563,16 @@ class DecisionService:
                 # Decisions run on several threads: one cluster's stateful rounds go one
                 # at a time here, so a round never reads state that another is replacing.
                 with self._cluster_lock(cluster_id):
+                    loaded = self.load_state(cluster_id, pipeline.state_keys)
                     outcome = pipeline.run(
                         snapshot,
                         stages,
-                        state=self.load_state(cluster_id, pipeline.state_keys),
+                        state=loaded,
                         seed=seed,
                         cpu_budget_s=self.cpu_budget_s,
                     )
                     self.save_state(cluster_id, outcome.state)
+                    self._keep_read_state(cluster_id, loaded, outcome.state)
                 decision = outcome.decision
             else:
                 decision = pipeline.decide(

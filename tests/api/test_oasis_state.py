@@ -108,6 +108,10 @@ class CountingCache:
         self.calls.append(("set", key))
         self.inner.set(key, value, ttl_s)
 
+    def expire(self, key: str, ttl_s: float | None = None) -> bool:
+        self.calls.append(("expire", key))
+        return self.inner.expire(key, ttl_s)
+
     def delete(self, key: str) -> None:
         self.calls.append(("delete", key))
         self.inner.delete(key)

@@ -64,6 +64,32 @@ def test_in_process_cache_expires_keys_after_their_ttl() -> None:
     assert cache.backend == "memory"
 
 
+def test_in_process_expire_restarts_a_keys_ttl_without_rewriting_it() -> None:
+    clock = FakeClock()
+    cache = InProcessCache(clock=clock)
+    cache.set("state", b"s", ttl_s=5)
+
+    clock.now += 4
+    assert cache.expire("state", 5)
+    clock.now += 4.9
+    left = cache.entry("state")
+    assert left is not None
+    assert left[0] == b"s"
+    assert left[1] == pytest.approx(0.1)
+    clock.now += 0.2
+    assert cache.get("state") is None
+    assert not cache.expire("state", 5)  # an expired key is not revived
+    assert not cache.expire("missing", 5)
+    assert cache.get("missing") is None
+
+    cache.set("kept", b"k", ttl_s=5)
+    assert cache.expire("kept", None)
+    clock.now += 1e9
+    assert cache.entry("kept") == (b"k", None)
+    assert cache.expire("kept", 0)
+    assert cache.get("kept") is None
+
+
 def test_in_process_pubsub_delivers_until_unsubscribed() -> None:
     cache = InProcessCache()
     first, second = Inbox(), Inbox()
@@ -124,6 +150,27 @@ def test_redis_cache_round_trip_on_shared_redis(
     finally:
         direct.close()
     wait_until(lambda: cache.get("brief") is None, 5, "the TTL to expire the key")
+
+
+def test_redis_expire_restarts_a_keys_ttl_on_redis(
+    shared_redis_cache: RedisCache, redis_url: str, redis_prefix: str
+) -> None:
+    cache = shared_redis_cache
+    cache.set("state", b"s", ttl_s=100)
+    direct = redis.Redis.from_url(redis_url)
+    try:
+        assert cache.expire("state", 1000)
+        assert 990 < direct.ttl(f"{redis_prefix}state") <= 1000
+        assert cache.expire("state", None)
+        assert direct.ttl(f"{redis_prefix}state") == -1  # no expiry
+        assert cache.get("state") == b"s"
+        assert not cache.expire("missing", 1000)
+        assert direct.exists(f"{redis_prefix}missing") == 0
+        direct.delete(f"{redis_prefix}state")  # by another replica: the copy goes too
+        assert not cache.expire("state", 1000)
+        assert cache.get("state") is None
+    finally:
+        direct.close()
 
 
 def test_pubsub_delivers_between_two_redis_caches(redis_url: str, redis_prefix: str) -> None:
@@ -200,6 +247,37 @@ def test_redis_outage_falls_back_to_memory_and_reconnects(throwaway_redis: Throw
     finally:
         cache.close()
         other.close()
+
+
+def test_writes_buffered_during_an_outage_keep_their_ttl_when_replayed(
+    throwaway_redis: ThrowawayRedis,
+) -> None:
+    cache = RedisCache(throwaway_redis.url, prefix="t:", retry_initial_s=0.05, retry_max_s=0.2)
+    try:
+        cache.set("refreshed", b"r", ttl_s=5)
+        throwaway_redis.kill()
+        cache.set("brief", b"b", ttl_s=1000)
+        cache.set("forever", b"f")
+        cache.set("gone", b"g", ttl_s=0.05)
+        assert cache.expire("refreshed", 2000)  # in the copy: replayed with its new TTL
+        assert not cache.expire("never-seen", 2000)  # not in the copy: nothing to replay
+        assert cache.degraded
+        time.sleep(0.1)  # "gone" expires before Redis is back
+
+        throwaway_redis.start()  # on the same port, empty: no persistence
+        wait_until(lambda: not cache.degraded, 10, "the cache to reconnect")
+
+        direct = redis.Redis.from_url(throwaway_redis.url)
+        try:
+            assert direct.get("t:brief") == b"b"
+            assert 990 < direct.ttl("t:brief") <= 1000  # what was left of its TTL
+            assert direct.ttl("t:forever") == -1
+            assert 1990 < direct.ttl("t:refreshed") <= 2000
+            assert direct.exists("t:gone", "t:never-seen") == 0
+        finally:
+            direct.close()
+    finally:
+        cache.close()
 
 
 def test_redis_cache_works_from_memory_when_redis_was_never_there() -> None:
