@@ -41,12 +41,18 @@ class FakeClock:
         return self.now
 
 
-class _DiscardedLog:
+class _KeptLog:
+    """The records a service submits, kept in order: expiry must not touch the log."""
+
+    def __init__(self) -> None:
+        self.decisions: list[DecisionRecord] = []
+        self.feedback: list[FeedbackRecord] = []
+
     def submit_decision(self, record: DecisionRecord) -> None:
-        pass
+        self.decisions.append(record)
 
     def submit_feedback(self, record: FeedbackRecord) -> None:
-        pass
+        self.feedback.append(record)
 
 
 def snapshot(cluster_id: str) -> dict[str, Any]:
@@ -86,12 +92,14 @@ def cache(clock: FakeClock) -> Iterator[InProcessCache]:
     made.close()
 
 
-def service(cache: InProcessCache, state_ttl_s: float | None = TTL_S) -> DecisionService:
+def service(
+    cache: InProcessCache, state_ttl_s: float | None = TTL_S, log: _KeptLog | None = None
+) -> DecisionService:
     registry = build_registry()
     profiles = load_profiles(registry)
     chosen = {name: profiles[name] for name in ("oasis", "dual-agent")}
     return DecisionService(
-        registry, chosen, _DiscardedLog(), Metrics(), cache, state_ttl_s=state_ttl_s
+        registry, chosen, log or _KeptLog(), Metrics(), cache, state_ttl_s=state_ttl_s
     )
 
 
@@ -106,7 +114,8 @@ def oasis_reason(decisions: DecisionService, cluster_id: str) -> str:
 def test_a_stateful_decisions_state_expires_after_the_ttl_unless_written_again(
     cache: InProcessCache, clock: FakeClock
 ) -> None:
-    decisions = service(cache)
+    log = _KeptLog()
+    decisions = service(cache, log=log)
     key = state_cache_key("c", "oasis")
     assert "already committed" not in oasis_reason(decisions, "c")
 
@@ -119,6 +128,8 @@ def test_a_stateful_decisions_state_expires_after_the_ttl_unless_written_again(
     assert cache.get(key) is None
     # A silent cluster starts from empty state, like a new one: the snapshot decides.
     assert "already committed" not in oasis_reason(decisions, "c")
+    # What expires is the state, never the record of a decision.
+    assert [r.cluster_id for r in log.decisions] == ["c", "c", "c"]
 
 
 def test_feedback_state_and_learned_ids_expire_after_the_ttl_unless_written_again(
