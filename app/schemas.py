@@ -238,6 +238,23 @@ class ModelVersionOut(BaseModel):
     )
 
 
+class ClusterStateDroppedOut(BaseModel):
+    """What `DELETE /admin/clusters/{cluster_id}/state` removed."""
+
+    cluster_id: str
+    dropped: list[str] = Field(
+        description=(
+            "The keys the cluster had, now removed: policy state keys (`oasis`, `tiresias`, "
+            "`rwgp`, …) and `learned-events` for its learned feedback event ids."
+        ),
+        examples=[["oasis", "rwgp", "learned-events"]],
+    )
+    absent: list[str] = Field(
+        description="The keys asked for that the cluster did not have: nothing to remove.",
+        examples=[["tiresias"]],
+    )
+
+
 class _AdminBody(BaseModel):
     """Admin request bodies: no string may hold a NUL character, which no column stores."""
 

@@ -72,7 +72,9 @@ class Cache(Protocol):
         was there (a missing key stays missing)."""
         ...
 
-    def delete(self, key: str) -> None: ...
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; return whether it was there (an expired key was not)."""
+        ...
 
     def publish(self, channel: str, message: bytes) -> None:
         """Deliver ``message`` to the subscribers of ``channel`` (at most once each)."""
@@ -195,9 +197,11 @@ class InProcessCache:
                 self._entries[key] = (value, None if ttl_s is None else now + ttl_s)
             return True
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str) -> bool:
+        now = self._clock()
         with self._lock:
-            self._entries.pop(key, None)
+            stored = self._entries.pop(key, None)
+        return stored is not None and (stored[1] is None or stored[1] > now)
 
     def publish(self, channel: str, message: bytes) -> None:
         self._subscribers.deliver(channel, message)
@@ -332,14 +336,17 @@ class RedisCache:
             self._memory.delete(key)  # gone from Redis (expired, or deleted elsewhere)
         return present
 
-    def delete(self, key: str) -> None:
-        self._memory.delete(key)
+    def delete(self, key: str) -> bool:
+        # During an outage the answer is whether the copy held the key: what this
+        # process can know until Redis is back (the delete is replayed then).
+        in_memory = self._memory.delete(key)
         if not self._healthy_or_mark_dirty(key, False):
-            return
+            return in_memory
         try:
-            self._client.delete(self._name(key))
+            return bool(self._client.delete(self._name(key)))
         except (RedisError, OSError) as error:
             self._mark_down(error, dirty_key=(key, False))
+            return in_memory
 
     def publish(self, channel: str, message: bytes) -> None:
         if self._is_healthy():

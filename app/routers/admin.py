@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
 
 from app.deps import AdminDep, ServicesDep
-from app.errors import error_responses
+from app.errors import ErrorOut, error_responses
 from app.schemas import (
     ActivateRequest,
+    ClusterStateDroppedOut,
     ModelVersionOut,
     RetrainJobOut,
     RetrainRequest,
@@ -77,3 +80,44 @@ def start_retrain(
 def get_retrain(job_id: str, _: AdminDep, services: ServicesDep) -> RetrainJobOut:
     """A retraining job: status, progress, and once done its version, metrics or error."""
     return services.retrain.get(job_id)
+
+
+@router.delete(
+    # `:path`: a cluster id may hold a `/` (the snapshot schema allows it), sent as `%2F`.
+    "/clusters/{cluster_id:path}/state",
+    name="drop_cluster_state",
+    response_model=ClusterStateDroppedOut,
+    responses={
+        **error_responses(401, 403, 422),
+        422: {
+            "model": ErrorOut,
+            "description": "A `key` no served profile uses (the known ones listed), or an "
+            "empty or overlong cluster id; each problem names its parameter.",
+        },
+    },
+)
+def drop_cluster_state(
+    cluster_id: Annotated[
+        str, Path(min_length=1, max_length=255, description="The snapshots' `cluster_id`.")
+    ],
+    _: AdminDep,
+    services: ServicesDep,
+    key: Annotated[
+        list[str] | None,
+        Query(
+            description=(
+                "Drop only these policy state keys (repeatable, e.g. `rwgp` for the dual "
+                "agent's GP after a hardware change); a key no served profile uses is a 422 "
+                "listing the known ones. Without it: every key and the learned event ids."
+            ),
+        ),
+    ] = None,
+) -> ClusterStateDroppedOut:
+    """Drop a cluster's policy state, so that its next decision starts from empty state.
+
+    Under the cluster's lock, between its rounds; idempotent (again: nothing dropped, 200).
+    """
+    dropped = services.decisions.drop_state(cluster_id, key)
+    return ClusterStateDroppedOut(
+        cluster_id=dropped.cluster_id, dropped=list(dropped.dropped), absent=list(dropped.absent)
+    )

@@ -27,7 +27,9 @@ of a decommissioned cluster, or of a finished replay (`arbiter simulate --via-ht
 an id of its own per run), goes from Redis and from the in-process cache. A cluster
 silent for longer starts from empty state, as a new one does: the snapshot wins over
 the state (running jobs are what the snapshot says; OASiS prices them by their real
-placement, Tiresias forgets its promotions, the GP starts from its prior).
+placement, Tiresias forgets its promotions, the GP starts from its prior). An operator
+drops a cluster's state on purpose with :meth:`DecisionService.drop_state`
+(`DELETE /admin/clusters/{cluster_id}/state`), under the same lock, with the same effect.
 
 Learned policies get their model from a `ModelProvider` (the service's
 :class:`app.services.models.ActiveModels`). When a model changes,
@@ -60,6 +62,7 @@ from app.errors import (
     PolicyFailedError,
     check_no_nul,
     decode_error,
+    invalid_request,
     validation_error,
 )
 from app.memory import HeapTrimmer
@@ -210,6 +213,23 @@ def learned_events_cache_key(cluster_id: str) -> str:
     so that no policy's state key can collide with it.
     """
     return f"learned-events:{cluster_id}"
+
+
+LEARNED_EVENTS = "learned-events"
+"""How :meth:`DecisionService.drop_state` names a cluster's learned event ids (kept under
+:func:`learned_events_cache_key`) beside the policy state keys it reports."""
+
+
+@dataclass(frozen=True)
+class DroppedState:
+    """What :meth:`DecisionService.drop_state` did to one cluster's state."""
+
+    cluster_id: str
+    dropped: tuple[str, ...]
+    """The keys the cluster had, now removed."""
+    absent: tuple[str, ...]
+    """The keys asked for that the cluster did not have (never written, expired, or
+    dropped before)."""
 
 
 LEARNED_EVENTS_KEPT = 16_384
@@ -484,6 +504,56 @@ class DecisionService:
         for key in loaded:
             if key not in written:
                 self.cache.expire(state_cache_key(cluster_id, key), self.state_ttl_s)
+
+    def state_keys(self) -> tuple[str, ...]:
+        """Every policy state key a served profile reads or writes, sorted."""
+        return tuple(sorted({key for p in self.pipelines.values() for key in p.state_keys}))
+
+    def drop_state(self, cluster_id: str, keys: Sequence[str] | None = None) -> DroppedState:
+        """Remove the cluster's policy state under `keys` (each a :meth:`state_keys`
+        member), or with none given all of it: every served key and the learned event ids.
+
+        What an operator asks for after changing a cluster's hardware (the GP's machine
+        speeds are wrong), after a replay ran under a live cluster's id, or to make a
+        cluster start afresh. The next decision starts from empty state, as a new
+        cluster's does (the snapshot wins). Dropping only some keys keeps the learned
+        event ids: they guard against retries, and a retry of an event from before the
+        drop (the old hardware's speed) is better not learned into the fresh GP.
+
+        Under the cluster's lock, so it never interleaves with a stateful decision or a
+        :meth:`learn` of the cluster in this process; a round in flight on another
+        replica may still write its state after the drop, as two replicas deciding for
+        one cluster race. Idempotent: asked again, it drops nothing.
+
+        Raises :class:`InvalidRequestError` (422) naming each unknown key.
+        """
+        known = self.state_keys()
+        if keys:
+            unknown = [
+                Problem(
+                    path=f"query.key[{index}]",
+                    message=f"unknown state key {key!r}; known: {', '.join(known) or 'none'}",
+                )
+                for index, key in enumerate(keys)
+                if key not in known
+            ]
+            if unknown:
+                raise invalid_request(unknown)
+            chosen = tuple(dict.fromkeys(keys))
+        else:
+            chosen = known
+        dropped: list[str] = []
+        absent: list[str] = []
+        with self._cluster_lock(cluster_id):
+            for key in chosen:
+                removed = self.cache.delete(state_cache_key(cluster_id, key))
+                (dropped if removed else absent).append(key)
+            if not keys:
+                removed = self.cache.delete(learned_events_cache_key(cluster_id))
+                (dropped if removed else absent).append(LEARNED_EVENTS)
+        if dropped:
+            logger.info("dropped the state %s of cluster %r", ", ".join(dropped), cluster_id)
+        return DroppedState(cluster_id, tuple(dropped), tuple(absent))
 
     def pipeline(self, profile: str) -> Pipeline:
         pipeline = self.pipelines.get(profile)

@@ -124,7 +124,14 @@ def test_openapi_is_complete_with_stable_operation_ids(client: TestClient) -> No
         "healthz",
         "readyz",
         "metrics",
+        "list_model_versions",
+        "activate_model_version",
+        "list_trainers",
+        "start_retrain",
+        "get_retrain",
+        "drop_cluster_state",
     } <= set(operations)
+    assert operations["drop_cluster_state"] == ("/admin/clusters/{cluster_id}/state", "delete")
     decide = spec["paths"]["/v1/decisions"]["post"]
     body = decide["requestBody"]["content"]["application/json"]
     assert body["schema"] == {"$ref": "#/components/schemas/DecisionRequest"}

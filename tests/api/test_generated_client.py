@@ -239,6 +239,17 @@ def test_admin_endpoints_through_the_generated_client(
     )
     assert unknown_policy.status_code in {404, 422}
     assert isinstance(unknown_policy.parsed, models.ErrorOut)
+    nothing_kept = module("api.admin.drop_cluster_state").sync_detailed(
+        "never-decided", client=client
+    )
+    assert nothing_kept.status_code == 200
+    assert isinstance(nothing_kept.parsed, models.ClusterStateDroppedOut)
+    assert nothing_kept.parsed.dropped == []
+    unknown_key = module("api.admin.drop_cluster_state").sync_detailed(
+        "never-decided", client=client, key=["no-such-key"]
+    )
+    assert unknown_key.status_code == 422
+    assert isinstance(unknown_key.parsed, models.ErrorOut)
     wrong = client_package.AuthenticatedClient(base_url=server[0], token="wrong-token-value")
     forbidden = module("api.admin.list_model_versions").sync_detailed(client=wrong)
     assert forbidden.status_code == 403

@@ -112,9 +112,9 @@ class CountingCache:
         self.calls.append(("expire", key))
         return self.inner.expire(key, ttl_s)
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str) -> bool:
         self.calls.append(("delete", key))
-        self.inner.delete(key)
+        return self.inner.delete(key)
 
     def publish(self, channel: str, message: bytes) -> None:
         self.inner.publish(channel, message)

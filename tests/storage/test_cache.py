@@ -90,6 +90,20 @@ def test_in_process_expire_restarts_a_keys_ttl_without_rewriting_it() -> None:
     assert cache.get("kept") is None
 
 
+def test_in_process_delete_says_whether_the_key_was_there() -> None:
+    clock = FakeClock()
+    cache = InProcessCache(clock=clock)
+    cache.set("kept", b"k")
+    cache.set("brief", b"b", ttl_s=5)
+    clock.now += 6
+
+    assert cache.delete("kept")
+    assert not cache.delete("kept")  # a second delete finds nothing
+    assert not cache.delete("brief")  # expired, though not swept yet
+    assert not cache.delete("missing")
+    assert cache.get("kept") is None
+
+
 def test_in_process_pubsub_delivers_until_unsubscribed() -> None:
     cache = InProcessCache()
     first, second = Inbox(), Inbox()
@@ -169,6 +183,24 @@ def test_redis_expire_restarts_a_keys_ttl_on_redis(
         direct.delete(f"{redis_prefix}state")  # by another replica: the copy goes too
         assert not cache.expire("state", 1000)
         assert cache.get("state") is None
+    finally:
+        direct.close()
+
+
+def test_redis_delete_says_whether_redis_had_the_key(
+    shared_redis_cache: RedisCache, redis_url: str, redis_prefix: str
+) -> None:
+    cache = shared_redis_cache
+    cache.set("state", b"s")
+    direct = redis.Redis.from_url(redis_url)
+    try:
+        direct.set(f"{redis_prefix}elsewhere", b"e")  # written by another replica
+
+        assert cache.delete("state")
+        assert not cache.delete("state")
+        assert cache.delete("elsewhere")  # Redis answers, not the copy
+        assert not cache.delete("missing")
+        assert direct.exists(f"{redis_prefix}state", f"{redis_prefix}elsewhere") == 0
     finally:
         direct.close()
 
@@ -287,6 +319,9 @@ def test_redis_cache_works_from_memory_when_redis_was_never_there() -> None:
         started = time.monotonic()
         cache.set("model", b"v1", ttl_s=60)
         assert cache.get("model") == b"v1"
+        cache.set("dropped", b"d")
+        assert cache.delete("dropped")  # what the copy held: all it knows while down
+        assert not cache.delete("dropped")
         cache.subscribe("changes", inbox)
         cache.publish("changes", b"hello")
         assert inbox.wait_for(1) == [b"hello"]
