@@ -23,37 +23,21 @@ from app.settings import Settings
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from storage.cache import InProcessCache
-from storage.records import DecisionRecord, FeedbackRecord
+from tests.api.state_helpers import (
+    CACHES,
+    KeptLog,
+    app_on_cache,
+    decision_service,
+    one_job_snapshot,
+)
 
 TOKEN = "a-test-token-of-enough-length"
-SLOT_S = 1800.0
-CACHES = ["memory", "redis"]
 ALL_KEYS = ["oasis", "rwgp", "tiresias"]  # the state keys of the shipped profiles, sorted
 
 
 @pytest.fixture(params=CACHES)
 def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    redis_url: str | None = None
-    redis_prefix = "arbiter:"
-    if request.param == "redis":
-        redis_url = request.getfixturevalue("redis_url")
-        redis_prefix = request.getfixturevalue("redis_prefix")
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'arbiter.db'}",
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        admin_token=TOKEN,
-        spill_dir=tmp_path / "spill",
-        log_flush_interval_s=0.05,
-    )
-    with TestClient(create_app(settings)) as test_client:
-        assert _service(test_client).cache.backend == request.param
-        yield test_client
-
-
-def _service(client: TestClient) -> DecisionService:
-    service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
-    return service
+    yield from app_on_cache(request, tmp_path, admin_token=TOKEN)
 
 
 def _auth(token: str = TOKEN) -> dict[str, str]:
@@ -62,20 +46,7 @@ def _auth(token: str = TOKEN) -> dict[str, str]:
 
 def oasis_reason(client: TestClient, cluster_id: str) -> str:
     """The admission reason OASiS gives the one job of a small cluster's snapshot."""
-    snapshot = {
-        "cluster_id": cluster_id,
-        "now": 10 * SLOT_S,
-        "nodes": [{"id": "n1", "gpu_type": "V100", "gpus": 4}],
-        "jobs": [
-            {
-                "id": "train",
-                "submit_time": 10 * SLOT_S,
-                "workers": 2,
-                "estimated_duration_s": 2 * SLOT_S,
-                "utility": {"kind": "step", "value": 10.0, "deadline_s": 6 * SLOT_S},
-            }
-        ],
-    }
+    snapshot = one_job_snapshot(cluster_id)
     response = client.post("/v1/decisions", json={"profile": "oasis", "snapshot": snapshot})
     assert response.status_code == 200, response.text
     (entry,) = response.json()["admission"]
@@ -116,7 +87,7 @@ def cache_keys(cluster_id: str) -> list[str]:
 
 def held(client: TestClient, cluster_id: str) -> list[str]:
     """Which of the cluster's keys the cache holds (Redis itself, when there is one)."""
-    cache = _service(client).cache
+    cache = decision_service(client).cache
     return [key for key in cache_keys(cluster_id) if cache.get(key) is not None]
 
 
@@ -132,7 +103,7 @@ def test_dropping_a_clusters_state_removes_its_keys_and_no_other_clusters(
 ) -> None:
     with_state(client, "c", "other")
     assert held(client, "c") == cache_keys("c")
-    other_before = [_service(client).cache.get(key) for key in cache_keys("other")]
+    other_before = [decision_service(client).cache.get(key) for key in cache_keys("other")]
 
     answer = drop(client, "c")
 
@@ -142,7 +113,7 @@ def test_dropping_a_clusters_state_removes_its_keys_and_no_other_clusters(
         "absent": ["tiresias"],  # no promotion was ever written
     }
     assert held(client, "c") == []
-    assert [_service(client).cache.get(key) for key in cache_keys("other")] == other_before
+    assert [decision_service(client).cache.get(key) for key in cache_keys("other")] == other_before
 
 
 def test_on_redis_the_drop_leaves_exactly_the_other_clusters_keys(
@@ -192,9 +163,9 @@ def test_dropping_only_the_gp_keeps_the_rest_and_the_learned_event_ids(
     # A late retry of an event from before the drop (the old hardware) is not learned
     # into the fresh GP; a new event is.
     feed(client, "c", "c-1")
-    assert _service(client).cache.get(gp) is None
+    assert decision_service(client).cache.get(gp) is None
     feed(client, "c", "c-2")
-    assert _service(client).cache.get(gp) is not None
+    assert decision_service(client).cache.get(gp) is not None
 
 
 def test_keys_can_be_repeated_and_each_is_reported_once(client: TestClient) -> None:
@@ -290,18 +261,14 @@ def test_the_spec_documents_the_drop_and_its_errors(client: TestClient) -> None:
 # -- the lock ---------------------------------------------------------------------------------
 
 
-class _NoLog:
-    def submit_decision(self, record: DecisionRecord) -> None:
-        pass
-
-    def submit_feedback(self, record: FeedbackRecord) -> None:
-        pass
-
-
 def test_a_drop_waits_for_the_round_that_holds_the_clusters_lock() -> None:
     registry = build_registry()
     service = DecisionService(
-        registry, {"oasis": load_profiles(registry)["oasis"]}, _NoLog(), Metrics(), InProcessCache()
+        registry,
+        {"oasis": load_profiles(registry)["oasis"]},
+        KeptLog(),
+        Metrics(),
+        InProcessCache(),
     )
     oasis_key = state_cache_key("c", "oasis")
     service.cache.set(oasis_key, b"{}")

@@ -15,41 +15,18 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
 from app.metrics import Metrics
 from app.services.decisions import DecisionService, learned_events_cache_key, state_cache_key
-from app.settings import Settings
-from policies.model import ThroughputObservation
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from storage.cache import Cache, InProcessCache, RedisCache
 from storage.records import DecisionRecord, FeedbackRecord
-
-CACHES = ["memory", "redis"]
+from tests.api.state_helpers import CACHES, app_on_cache, decision_service, seen
 
 
 @pytest.fixture(params=CACHES)
 def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    redis_url: str | None = None
-    redis_prefix = "arbiter:"
-    if request.param == "redis":
-        redis_url = request.getfixturevalue("redis_url")
-        redis_prefix = request.getfixturevalue("redis_prefix")
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'arbiter.db'}",
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        spill_dir=tmp_path / "spill",
-        log_flush_interval_s=0.05,
-    )
-    with TestClient(create_app(settings)) as test_client:
-        assert _service(test_client).cache.backend == request.param
-        yield test_client
-
-
-def _service(client: TestClient) -> DecisionService:
-    service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
-    return service
+    yield from app_on_cache(request, tmp_path)
 
 
 def throughput(event_id: str, cluster_id: str, samples_per_s: float = 60.0) -> dict[str, Any]:
@@ -73,7 +50,7 @@ def post(client: TestClient, *events: dict[str, Any]) -> None:
 
 def gp_state(client: TestClient, cluster_id: str) -> bytes | None:
     """The cluster's `rwgp` state as the cache holds it (Redis itself, when there is one)."""
-    return _service(client).cache.get(state_cache_key(cluster_id, "rwgp"))
+    return decision_service(client).cache.get(state_cache_key(cluster_id, "rwgp"))
 
 
 def weight_of_n1(client: TestClient, cluster_id: str) -> float:
@@ -150,10 +127,6 @@ def cache(request: pytest.FixtureRequest) -> Iterator[Cache]:
         made = InProcessCache()
     yield made
     made.close()
-
-
-def seen(speed: float = 0.6) -> ThroughputObservation:
-    return ThroughputObservation(node_id="n1", job_id="j", model="resnet50", relative_speed=speed)
 
 
 def weight_in(cache: Cache, cluster_id: str) -> float:

@@ -16,25 +16,11 @@ from app.main import create_app
 from app.services.decisions import DecisionService, state_cache_key
 from app.settings import Settings
 from storage.cache import Cache, Callback, Unsubscribe
-
-SLOT_S = 1800.0
+from tests.api.state_helpers import SLOT_S, one_job_snapshot
 
 
 def snapshot(cluster_id: str) -> dict[str, Any]:
-    return {
-        "cluster_id": cluster_id,
-        "now": 10 * SLOT_S,
-        "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 4}],
-        "jobs": [
-            {
-                "id": "train",
-                "submit_time": 10 * SLOT_S,
-                "workers": 2,
-                "estimated_duration_s": 2 * SLOT_S,
-                "utility": {"kind": "step", "value": 10.0, "deadline_s": 6 * SLOT_S},
-            }
-        ],
-    }
+    return one_job_snapshot(cluster_id, node_id="n0")
 
 
 def decide(client: TestClient, cluster_id: str, profile: str = "oasis") -> dict[str, Any]:

@@ -23,14 +23,12 @@ from app.main import create_app
 from app.metrics import Metrics
 from app.services.decisions import DecisionService, learned_events_cache_key, state_cache_key
 from app.settings import Settings
-from policies.model import ThroughputObservation
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from storage.cache import InProcessCache
-from storage.records import DecisionRecord, FeedbackRecord
+from tests.api.state_helpers import KeptLog, one_job_snapshot, seen
 
 TTL_S = 100.0
-SLOT_S = 1800.0
 
 
 class FakeClock:
@@ -41,43 +39,8 @@ class FakeClock:
         return self.now
 
 
-class _KeptLog:
-    """The records a service submits, kept in order: expiry must not touch the log."""
-
-    def __init__(self) -> None:
-        self.decisions: list[DecisionRecord] = []
-        self.feedback: list[FeedbackRecord] = []
-
-    def submit_decision(self, record: DecisionRecord) -> None:
-        self.decisions.append(record)
-
-    def submit_feedback(self, record: FeedbackRecord) -> None:
-        self.feedback.append(record)
-
-
-def snapshot(cluster_id: str) -> dict[str, Any]:
-    return {
-        "cluster_id": cluster_id,
-        "now": 10 * SLOT_S,
-        "nodes": [{"id": "n1", "gpu_type": "V100", "gpus": 4}],
-        "jobs": [
-            {
-                "id": "train",
-                "submit_time": 10 * SLOT_S,
-                "workers": 2,
-                "estimated_duration_s": 2 * SLOT_S,
-                "utility": {"kind": "step", "value": 10.0, "deadline_s": 6 * SLOT_S},
-            }
-        ],
-    }
-
-
 def request(profile: str, cluster_id: str) -> bytes:
-    return orjson.dumps({"profile": profile, "snapshot": snapshot(cluster_id)})
-
-
-def seen(speed: float = 0.6) -> ThroughputObservation:
-    return ThroughputObservation(node_id="n1", job_id="j", model="resnet50", relative_speed=speed)
+    return orjson.dumps({"profile": profile, "snapshot": one_job_snapshot(cluster_id)})
 
 
 @pytest.fixture
@@ -93,13 +56,13 @@ def cache(clock: FakeClock) -> Iterator[InProcessCache]:
 
 
 def service(
-    cache: InProcessCache, state_ttl_s: float | None = TTL_S, log: _KeptLog | None = None
+    cache: InProcessCache, state_ttl_s: float | None = TTL_S, log: KeptLog | None = None
 ) -> DecisionService:
     registry = build_registry()
     profiles = load_profiles(registry)
     chosen = {name: profiles[name] for name in ("oasis", "dual-agent")}
     return DecisionService(
-        registry, chosen, log or _KeptLog(), Metrics(), cache, state_ttl_s=state_ttl_s
+        registry, chosen, log or KeptLog(), Metrics(), cache, state_ttl_s=state_ttl_s
     )
 
 
@@ -114,7 +77,7 @@ def oasis_reason(decisions: DecisionService, cluster_id: str) -> str:
 def test_a_stateful_decisions_state_expires_after_the_ttl_unless_written_again(
     cache: InProcessCache, clock: FakeClock
 ) -> None:
-    log = _KeptLog()
+    log = KeptLog()
     decisions = service(cache, log=log)
     key = state_cache_key("c", "oasis")
     assert "already committed" not in oasis_reason(decisions, "c")
