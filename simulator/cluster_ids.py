@@ -14,6 +14,7 @@ and in process each run's engine keeps its own state whatever the id.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ FRESH_PREFIX = "sim-"
 """How an id made up for one replay begins (`sim-<spec name>-<8 hex digits>`)."""
 
 
+@functools.cache
 def _cluster_id_schema() -> msgspec.inspect.StrType:
     """`Snapshot.cluster_id`'s constraints, read from the schema so the two cannot drift."""
     info = msgspec.inspect.type_info(Snapshot)

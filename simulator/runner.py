@@ -32,7 +32,7 @@ class RunConfig:
 class ProfileRun:
     profile: str
     result: SimulationResult
-    cluster_id: str = ""
+    cluster_id: str
     """The cluster id the run's snapshots carried (where a service kept its state)."""
 
 

@@ -206,18 +206,18 @@ def state_cache_key(cluster_id: str, key: str) -> str:
     return f"state:{cluster_id}:{key}"
 
 
+LEARNED_EVENTS = "learned-events"
+"""The name of a cluster's learned event ids: their cache key's prefix, and what
+:meth:`DecisionService.drop_state` calls them beside the policy state keys it reports."""
+
+
 def learned_events_cache_key(cluster_id: str) -> str:
     """Where the ids of the throughput events a cluster's feedback learners folded in live.
 
     Beside the cluster's policy state (:func:`state_cache_key`), under a prefix of its own
     so that no policy's state key can collide with it.
     """
-    return f"learned-events:{cluster_id}"
-
-
-LEARNED_EVENTS = "learned-events"
-"""How :meth:`DecisionService.drop_state` names a cluster's learned event ids (kept under
-:func:`learned_events_cache_key`) beside the policy state keys it reports."""
+    return f"{LEARNED_EVENTS}:{cluster_id}"
 
 
 @dataclass(frozen=True)
@@ -499,7 +499,9 @@ class DecisionService:
         only feedback writes), so that a cluster that keeps deciding keeps them too.
 
         A TTL refresh, not a rewrite: the value (the GP can hold 20,000 machines) does
-        not travel again. A key the cluster does not have is left absent.
+        not travel again. A key the cluster does not have is left absent. Without a TTL
+        the call still runs: it clears an expiry the key was given before (a deployment
+        that turned expiry off keeps what it had).
         """
         for key in loaded:
             if key not in written:

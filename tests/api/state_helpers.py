@@ -70,6 +70,21 @@ def one_job_snapshot(cluster_id: str, node_id: str = "n1") -> dict[str, Any]:
     }
 
 
+def throughput_event(event_id: str, cluster_id: str, samples_per_s: float = 60.0) -> dict[str, Any]:
+    """A `throughput` feedback event of a ResNet-50 job on node n1, at `samples_per_s` of
+    the 100 its table expects there (0.6 by default): one observation for the GP."""
+    return {
+        "event_id": event_id,
+        "kind": "throughput",
+        "cluster_id": cluster_id,
+        "job_id": "j",
+        "node_id": "n1",
+        "model": "resnet50",
+        "samples_per_s": samples_per_s,
+        "expected_samples_per_s": 100.0,
+    }
+
+
 def seen(speed: float = 0.6) -> ThroughputObservation:
     """A ResNet-50 job's speed on node n1, relative to its table speed there."""
     return ThroughputObservation(node_id="n1", job_id="j", model="resnet50", relative_speed=speed)

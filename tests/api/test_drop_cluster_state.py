@@ -29,6 +29,7 @@ from tests.api.state_helpers import (
     app_on_cache,
     decision_service,
     one_job_snapshot,
+    throughput_event,
 )
 
 TOKEN = "a-test-token-of-enough-length"
@@ -56,17 +57,9 @@ def oasis_reason(client: TestClient, cluster_id: str) -> str:
 
 
 def feed(client: TestClient, cluster_id: str, event_id: str) -> None:
-    event = {
-        "event_id": event_id,
-        "kind": "throughput",
-        "cluster_id": cluster_id,
-        "job_id": "j",
-        "node_id": "n1",
-        "model": "resnet50",
-        "samples_per_s": 60.0,
-        "expected_samples_per_s": 100.0,
-    }
-    response = client.post("/v1/feedback", json={"events": [event]})
+    response = client.post(
+        "/v1/feedback", json={"events": [throughput_event(event_id, cluster_id)]}
+    )
     assert response.status_code == 202, response.text
 
 

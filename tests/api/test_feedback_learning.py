@@ -22,24 +22,12 @@ from policies.registry import build_registry
 from storage.cache import Cache, InProcessCache, RedisCache
 from storage.records import DecisionRecord, FeedbackRecord
 from tests.api.state_helpers import CACHES, app_on_cache, decision_service, seen
+from tests.api.state_helpers import throughput_event as throughput
 
 
 @pytest.fixture(params=CACHES)
 def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
     yield from app_on_cache(request, tmp_path)
-
-
-def throughput(event_id: str, cluster_id: str, samples_per_s: float = 60.0) -> dict[str, Any]:
-    return {
-        "event_id": event_id,
-        "kind": "throughput",
-        "cluster_id": cluster_id,
-        "job_id": "j",
-        "node_id": "n1",
-        "model": "resnet50",
-        "samples_per_s": samples_per_s,
-        "expected_samples_per_s": 100.0,
-    }
 
 
 def post(client: TestClient, *events: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -26,7 +25,7 @@ from app.settings import Settings
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from storage.cache import InProcessCache
-from tests.api.state_helpers import KeptLog, one_job_snapshot, seen
+from tests.api.state_helpers import KeptLog, one_job_snapshot, seen, throughput_event
 
 TTL_S = 100.0
 
@@ -154,19 +153,6 @@ def test_without_a_ttl_state_is_kept_however_long_the_cluster_is_silent(
 # -- on Redis ---------------------------------------------------------------------------------
 
 
-def _throughput(cluster_id: str) -> dict[str, Any]:
-    return {
-        "event_id": f"{cluster_id}-1",
-        "kind": "throughput",
-        "cluster_id": cluster_id,
-        "job_id": "j",
-        "node_id": "n1",
-        "model": "resnet50",
-        "samples_per_s": 60.0,
-        "expected_samples_per_s": 100.0,
-    }
-
-
 @pytest.mark.parametrize(
     "setting_and_ttl",
     [("1000", 1000), ("0", -1)],  # as redis-py's `ttl` answers: -1 is a key without expiry
@@ -199,7 +185,9 @@ def test_on_redis_what_a_decision_and_feedback_write_carries_the_ttl(
         with TestClient(create_app(settings)) as client:
             decided = client.post("/v1/decisions", json=orjson.loads(request("oasis", cluster)))
             assert decided.status_code == 200, decided.text
-            fed = client.post("/v1/feedback", json={"events": [_throughput(cluster)]})
+            fed = client.post(
+                "/v1/feedback", json={"events": [throughput_event(f"{cluster}-1", cluster)]}
+            )
             assert fed.status_code == 202, fed.text
 
             ttls = [direct.ttl(name) for name in names]

@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from app.main import create_app
-from app.services.decisions import learned_events_cache_key, state_cache_key
 from app.settings import Settings
 from policies.decision import Decision
 from policies.model import Snapshot, ThroughputObservation
@@ -197,8 +196,7 @@ def test_a_replayed_run_sends_the_same_feedback_event_ids_which_the_log_keeps_on
     first = simulation.run(http_decider(client, "dual-agent"))
     sent_once = throughput_events_accepted(client)
     ids = logged_ids()
-    services.decisions.cache.delete(state_cache_key(simulation.cluster_id, "rwgp"))
-    services.decisions.cache.delete(learned_events_cache_key(simulation.cluster_id))
+    services.decisions.drop_state(simulation.cluster_id)
     again = HETERO.simulation().run(http_decider(client, "dual-agent"))
 
     assert strip(again.metrics) == strip(first.metrics)
