@@ -26,7 +26,7 @@ Output: a Markdown table (median ms per size, exponent per profile), a log-log p
 `--profile-stages` adds one cProfile'd run per cell: the time spent in each engine
 stage (the policies' `admit`, `order`, `scale` and `place` as the engine calls them;
 "engine, other" is the rest of `Pipeline.run`) with its own growth exponent, and the
-top 15 functions by cumulative time at the largest size.
+top 15 functions by cumulative time, then by own time, at the largest size.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class Series:
     # With --profile-stages: policy methods' time from cProfile, and stage time by prefixes.
     stage_s: list[dict[str, float]] = field(default_factory=list)
     prefix_ms: list[dict[str, float]] = field(default_factory=list)
-    top_functions: str = ""  # cProfile's top 15 by cumulative time at the largest size
+    top_functions: str = ""  # cProfile's top 15 by cumulative, then own time, at the largest
 
     def medians(self) -> list[float | None]:
         return [statistics.median(r) if r else None for r in self.run_ms]
@@ -272,9 +272,12 @@ def profile_once(call: Callable[[], object]) -> pstats.Stats:
 
 
 def top_cumulative(stats: pstats.Stats, count: int = 15) -> str:
+    """cProfile's top `count` functions by cumulative time, then by own time: the second
+    says whether any one function holds much of a decision, or the time is spread."""
     out = io.StringIO()
     stats.stream = out  # type: ignore[attr-defined]
     stats.strip_dirs().sort_stats(pstats.SortKey.CUMULATIVE).print_stats(count)
+    stats.sort_stats(pstats.SortKey.TIME).print_stats(count)
     return out.getvalue().strip()
 
 
@@ -464,7 +467,8 @@ def render_stages(sizes: Sequence[Size], series: Sequence[Series]) -> str:
         if line.top_functions:
             lines += [
                 "",
-                f"Top 15 by cumulative time, {line.profile}, largest size it ran:",
+                f"Top 15 by cumulative time, then by own time, {line.profile}, largest "
+                "size it ran:",
                 "",
                 "```",
                 line.top_functions,
@@ -558,7 +562,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-stages",
         action="store_true",
-        help="one cProfile'd run per cell: time per stage, top 15 functions at the largest",
+        help=(
+            "one cProfile'd run per cell: time per stage, top 15 functions (cumulative, "
+            "then own time) at the largest"
+        ),
     )
     add_quiet(parser)
     args = parser.parse_args(argv)
