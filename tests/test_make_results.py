@@ -12,6 +12,7 @@ from evidence.make_results import (
     CASES,
     COMPARE_SEEDS,
     MIN_COMPRESSION,
+    PAIR_SEEDS,
     Case,
     Plan,
     compare,
@@ -71,6 +72,25 @@ def test_a_plan_can_compare_two_profiles_over_seeds_and_show_the_rest_once() -> 
         if case.trace in queueing:
             assert {"fifo", "tiresias"} <= set(case.recorded.only)
             assert len(case.recorded.seeds) >= COMPARE_SEEDS
+
+
+def test_tiresias_and_fifo_run_over_ten_seeds_where_a_run_is_cheap() -> None:
+    plan = Plan(only=("fifo", "tiresias", "sjf"), wide=("fifo", "tiresias"))
+    seeds: dict[str, list[int]] = {}
+    for name, seed in plan.runs(mixed_types=False):
+        seeds.setdefault(name, []).append(seed)
+    assert seeds["fifo"] == seeds["tiresias"] == list(PAIR_SEEDS) == list(range(10))
+    assert seeds["sjf"] == [0, 1, 2]
+    # Seeds asked for on the command line narrow every profile alike.
+    assert {s for _, s in plan.runs(mixed_types=False, seeds=[4])} == {4}
+    for case in CASES:
+        plans = [case.recorded, *([case.loaded] if case.loaded else [])]
+        for plan in plans:
+            wide = {n for n, s in plan.runs(mixed_types=True) if s == max(PAIR_SEEDS)}
+            if case.trace == "philly.2w-2017-10-02.csv":
+                assert not wide  # minutes per run: three seeds
+            else:
+                assert wide == {"fifo", "tiresias"}
 
 
 def test_a_row_is_a_direct_simulation_of_its_point() -> None:
