@@ -107,12 +107,16 @@ def budget(args: argparse.Namespace) -> Budget:
     return Budget(jobs, int(args.imitation_epochs), int(args.updates), train, validation, held_out)
 
 
-def warm_up(train: Sequence[EpisodeSpec], teacher: str, epochs: int, seed: int) -> WarmUp:
-    """Steps 1–2: the teacher's simulated decisions on `train`, imitated (one torch thread)."""
+def warm_up(
+    train: Sequence[EpisodeSpec], teacher: str, epochs: int, seed: int, *, keep_running: bool = True
+) -> WarmUp:
+    """Steps 1–2: the teacher's simulated decisions on `train`, imitated (one torch thread);
+    `keep_running=False`: teacher and model both reallocate running jobs every round."""
     config = Dl2Config(families=tuple(FAMILY_SOURCES))
     with one_thread():
         clock = time.perf_counter()
-        data = demonstrations(simulated_records(train, teacher_profile(teacher)), config)
+        records = simulated_records(train, teacher_profile(teacher, keep_running=keep_running))
+        data = demonstrations(records, config, keep_running=keep_running)
         demonstrations_s = time.perf_counter() - clock
         clock = time.perf_counter()
         model = Dl2Model.initial(config, seed=seed)

@@ -14,6 +14,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from policies.model import Job, JobState, Snapshot
 
 RESOURCES: tuple[str, ...] = ("GPUs", "CPUs", "memory")
@@ -28,6 +30,21 @@ def demand(job: Job, workers: int) -> tuple[float, float, float]:
         float(workers * job.gpus_per_worker),
         workers * job.cpus_per_worker,
         workers * job.memory_gb_per_worker,
+    )
+
+
+class FloorParams(BaseModel):
+    """Where a scaling policy that hands out a pool starts running jobs each round."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keep_running: bool = Field(
+        default=True,
+        description=(
+            "Running jobs start each round from what they hold, so the policy only grows "
+            "them; False: from their minimum, reallocating every job every round as DL2's "
+            "paper does for every scheduler it compares (each resize restarts the job)."
+        ),
     )
 
 
@@ -129,9 +146,15 @@ def held_count(job: Job) -> int:
 
 
 def keep_running(
-    jobs: Sequence[Job], snapshot: Snapshot, pool: ResourcePool, label: str
+    jobs: Sequence[Job],
+    snapshot: Snapshot,
+    pool: ResourcePool,
+    label: str,
+    *,
+    at_minimum: bool = False,
 ) -> tuple[dict[str, int], dict[str, str]]:
-    """Running jobs first: each keeps what it holds (taken from `pool`).
+    """Running jobs first: each keeps what it holds (taken from `pool`), or with
+    `at_minimum` its smallest accepted count (:class:`FloorParams`).
 
     A job holding GPUs on a node training can no longer use gets 0 workers and a reason
     (the engine preempts it). Returns workers and those reasons, by job id.
@@ -153,6 +176,8 @@ def keep_running(
         # of (the same sums in the same order): this runs for every running job.
         if job.min_workers is None and job.max_workers is None:
             count = job.workers
+        elif at_minimum:
+            count = job.allowed_worker_counts()[0]
         else:
             count = held_count(job)
         workers[job_id] = count

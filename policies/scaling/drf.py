@@ -11,6 +11,9 @@ growing a started elastic job to its next accepted count.
 Choices the paper leaves open, and why:
 - Running jobs keep what they hold before filling starts: scaling does not
   preempt (that is the ordering's call), and their resources are spent anyway.
+  `keep_running: false` starts them at their minimum instead, so that filling
+  reallocates every job every round, as the schedulers DL2's paper compares do
+  (ours; an experiment's setting, docs/dl2.md).
 - A tenant's waiting jobs start (in service order) before its running jobs
   grow, since a job at zero workers gains more than one that already runs.
 - Within a tenant, the job with the lowest dominant share of its own grows
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from policies.common.pool import (
+    FloorParams,
     ResourcePool,
     demand,
     held_count,
@@ -41,7 +45,7 @@ from policies.common.pool import (
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
-from policies.protocols import Context, NoParams
+from policies.protocols import Context
 
 
 @dataclass
@@ -62,9 +66,9 @@ class DominantResourceFairness:
         "Weighted dominant resource fairness across tenants by progressive filling."
     )
     source: ClassVar[str] = "Ghodsi et al., Dominant Resource Fairness, NSDI 2011, §4."
-    Params: ClassVar[type[NoParams]] = NoParams
+    Params: ClassVar[type[FloorParams]] = FloorParams
 
-    def __init__(self, params: NoParams) -> None:
+    def __init__(self, params: FloorParams) -> None:
         self.params = params
 
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
@@ -106,8 +110,10 @@ class DominantResourceFairness:
                 own, _ = pool.share(list(demand(job, count)))
                 heapq.heappush(tenant.growable, (own, rank[job.id], job.id))
 
-        # Running jobs first: they keep their GPUs whatever the shares say.
+        # Running jobs first: they keep their GPUs whatever the shares say (or, not kept,
+        # start from their minimum like the rest).
         running = JobState.RUNNING
+        keep = self.params.keep_running
         unusable = unusable_holders(jobs, snapshot)
         for job in jobs:
             tenant = tenant_of(job)
@@ -117,7 +123,7 @@ class DominantResourceFairness:
                 workers[job.id] = 0
                 refused[job.id] = "DRF: it holds GPUs on a node training can no longer use"
             else:
-                grant(job, held_count(job), tenant)
+                grant(job, held_count(job) if keep else counts[job.id][0], tenant)
 
         by_id = {job.id: job for job in jobs}
         needs: dict[tuple[int, int, float, float], str] = {}

@@ -16,9 +16,11 @@ Choices, and why:
   model of how a job's speed depends on its parameter servers, which Optimus
   needs to weigh a server against a worker.
 - Running jobs keep what they hold before anything else: scaling does not
-  preempt (that is the ordering's call). Waiting jobs then get their minimum in
-  service order while the pool lasts; one that does not fit waits, and later,
-  smaller ones may still start.
+  preempt (that is the ordering's call). `keep_running: false` starts them at
+  their minimum instead, so that the steps reallocate every job every round, as
+  Optimus itself does each interval (ours; an experiment's setting, docs/dl2.md).
+  Waiting jobs then get their minimum in service order while the pool lasts; one
+  that does not fit waits, and later, smaller ones may still start.
 - A job whose remaining time is unknown runs at its minimum: without an
   estimate there is no gain to compare.
 
@@ -32,11 +34,11 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import ClassVar
 
-from policies.common.pool import ResourcePool, keep_running, worker_counts
+from policies.common.pool import FloorParams, ResourcePool, keep_running, worker_counts
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
-from policies.protocols import Context, NoParams
+from policies.protocols import Context
 
 
 class Optimus:
@@ -47,16 +49,18 @@ class Optimus:
         "Minimum for every job, then workers where they cut remaining time the most per GPU."
     )
     source: ClassVar[str] = "Peng et al., Optimus, EuroSys 2018 (marginal-gain allocation)."
-    Params: ClassVar[type[NoParams]] = NoParams
+    Params: ClassVar[type[FloorParams]] = FloorParams
 
-    def __init__(self, params: NoParams) -> None:
+    def __init__(self, params: FloorParams) -> None:
         self.params = params
 
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
         snapshot = ctx.snapshot
         pool = ResourcePool.for_training(snapshot)
         counts = worker_counts(jobs)
-        workers, reasons = keep_running(jobs, snapshot, pool, "Optimus")
+        workers, reasons = keep_running(
+            jobs, snapshot, pool, "Optimus", at_minimum=not self.params.keep_running
+        )
         # Most waiting jobs of a full cluster are refused with one of a few reasons
         # (by their minimum and the GPUs left): each worded once.
         refusals: dict[tuple[int, int, float], str] = {}

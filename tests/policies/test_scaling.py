@@ -10,9 +10,11 @@ from tests.policies.builders import ctx, decide, job, node, running, snap, statu
 REGISTRY = build_registry()
 
 
-def scale(policy: str, snapshot: Snapshot) -> dict[str, ScalingResult]:
+def scale(
+    policy: str, snapshot: Snapshot, params: dict[str, object] | None = None
+) -> dict[str, ScalingResult]:
     """Scaling of the snapshot's jobs, given in snapshot order as the service order."""
-    results = REGISTRY.scaling(policy).scale(ctx(snapshot), list(snapshot.jobs))
+    results = REGISTRY.scaling(policy, params).scale(ctx(snapshot), list(snapshot.jobs))
     return {r.job_id: r for r in results}
 
 
@@ -107,6 +109,30 @@ def test_drf_keeps_running_jobs_at_what_they_hold() -> None:
         ],
     )
     assert workers(scale("drf", snapshot)) == {"waiting": 2, "rich": 6}
+
+
+def test_drf_and_optimus_not_keeping_running_jobs_reallocate_them_from_their_minimum() -> None:
+    # One tenant, eight GPUs: a running elastic job holds all of them while another waits.
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("holder", {"n0": tuple(range(8))}, workers=8, min_workers=1,
+                    max_workers=8, estimated_duration_s=10_000),
+            job("waiting", workers=2, min_workers=1, max_workers=8,
+                estimated_duration_s=10_000),
+        ],
+    )  # fmt: skip
+    for policy in ("drf", "optimus"):
+        kept = workers(scale(policy, snapshot))
+        assert kept == {"holder": 8, "waiting": 0}, policy
+        again = workers(scale(policy, snapshot, {"keep_running": True}))
+        assert again == kept, policy
+        whole = workers(scale(policy, snapshot, {"keep_running": False}))
+        # Both start from one worker and the rest is shared out: the waiting job starts.
+        assert whole["waiting"] >= 1, policy
+        assert whole["holder"] + whole["waiting"] == 8, policy
+    # DRF evens out the two jobs' shares.
+    assert workers(scale("drf", snapshot, {"keep_running": False})) == {"holder": 4, "waiting": 4}
 
 
 def test_drf_grows_only_to_counts_the_job_accepts() -> None:

@@ -161,6 +161,47 @@ def test_imitation_learns_the_teachers_actions(episode: EpisodeSpec) -> None:
     assert log[-1]["accuracy"] > 0.8
 
 
+def test_a_reallocating_teacher_resizes_running_jobs_and_its_pupil_starts_from_the_same_floor(
+    episode: EpisodeSpec,
+) -> None:
+    config = _model_config(episode)
+    teacher = teacher_profile("drf", REGISTRY, keep_running=False)
+    assert teacher.scaling.params == {"keep_running": False}
+    kept = list(simulated_records([episode], teacher_profile("drf", REGISTRY), REGISTRY))
+    records = list(simulated_records([episode], teacher, REGISTRY))
+
+    def resized(rows: list[tuple[Snapshot, Decision]]) -> int:
+        """Running jobs whose worker count a decision changed."""
+        count = 0
+        for snapshot, decision in rows:
+            by_id = snapshot.jobs_by_id
+            for result in decision.scaling:
+                held = by_id[result.job_id]
+                if held.placement and result.workers != held.placed_workers:
+                    count += 1
+        return count
+
+    assert resized(records) > resized(kept)
+    # Replayed from the minimum floor, every decision's scaling is reached step by step.
+    data = demonstrations(records, config, keep_running=False)
+    assert len(data) > 10
+    reached = 0
+    for snapshot, decision in records:
+        jobs = [snapshot.jobs_by_id[r.job_id] for r in decision.scaling]
+        targets = {r.job_id: (r.workers, r.ps) for r in decision.scaling}
+        allocation = Allocation(snapshot, jobs, config, keep_running=False)
+        for _ in range(200):
+            action = teacher_action(allocation, targets)
+            if action == config.stop_action:
+                break
+            allocation.apply(action)
+        for job_id in targets:
+            if any(slot.job.id == job_id for slot in allocation.window):
+                assert allocation.allocation(job_id)[0] == targets[job_id][0]
+                reached += 1
+    assert reached > 10
+
+
 # -- RL -----------------------------------------------------------------------------------------
 def test_ppo_is_deterministic_for_a_seed_and_logs_its_diagnostics(episode: EpisodeSpec) -> None:
     config = _model_config(episode)

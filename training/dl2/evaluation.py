@@ -89,8 +89,12 @@ class Comparison:
         }
 
 
-def contender_pipeline(contender: Contender, registry: Registry | None = None) -> Pipeline:
-    """How a contender is served: `dl2` with its model (greedy, fallback kept), or a profile."""
+def contender_pipeline(
+    contender: Contender, registry: Registry | None = None, *, keep_running: bool = True
+) -> Pipeline:
+    """How a contender is served: `dl2` with its model (greedy, fallback kept), or a profile.
+
+    `keep_running` is the model's (:class:`Dl2Params`); a profile brings its own."""
     reg = registry or build_registry()
     profiles = load_profiles(reg)
     if isinstance(contender, str):
@@ -99,7 +103,9 @@ def contender_pipeline(contender: Contender, registry: Registry | None = None) -
         return Pipeline.build(contender, reg)
     built = Pipeline.build(profiles["dl2"], reg)
     # The serving path, but no wall-clock budget: a slow CI machine must not change the score.
-    params = Dl2Params(latency_budget_ms=float("inf"), use_shipped_model=False)
+    params = Dl2Params(
+        latency_budget_ms=float("inf"), use_shipped_model=False, keep_running=keep_running
+    )
     policy = Dl2Scaling.with_model(contender, "candidate", params)
     return replace(built, scaling=cast(ScalingPolicy, policy))
 
@@ -111,6 +117,7 @@ class _Scoring:
     contender: bytes | str | Profile
     spec: EpisodeSpec
     registry: Registry | None
+    keep_running: bool = True
 
 
 def _score_episode(task: _Scoring) -> EpisodeScore:
@@ -118,6 +125,7 @@ def _score_episode(task: _Scoring) -> EpisodeScore:
     pipeline = contender_pipeline(
         Dl2Model.from_bytes(contender) if isinstance(contender, bytes) else contender,
         task.registry,
+        keep_running=task.keep_running,
     )
     fallbacks = 0
 
@@ -146,11 +154,12 @@ def score(
     name: str | None = None,
     registry: Registry | None = None,
     runner: Runner | None = None,
+    keep_running: bool = True,
 ) -> Score:
     """Run every episode with `contender` (on `runner`, default in this process); the mean
-    of the episodes' average JCTs."""
+    of the episodes' average JCTs. `keep_running` applies to a model (`contender_pipeline`)."""
     given = contender.to_bytes() if isinstance(contender, Dl2Model) else contender
-    tasks = [_Scoring(given, spec, registry) for spec in episodes]
+    tasks = [_Scoring(given, spec, registry, keep_running) for spec in episodes]
     scores = (runner or InProcess()).map(_score_episode, tasks)
     mean = sum(s.avg_jct_s for s in scores) / len(scores) if scores else float("inf")
     label = name or _label(contender)

@@ -131,13 +131,19 @@ def demonstrations(
     return Demonstrations(np.stack(states), np.stack(masks), np.array(actions, dtype=np.int64))
 
 
-def teacher_profile(scaling: str = "drf", registry: Registry | None = None) -> Profile:
-    """The `dl2` profile with an incumbent heuristic's scaling: the teacher DL2 imitates."""
+def teacher_profile(
+    scaling: str = "drf", registry: Registry | None = None, *, keep_running: bool = True
+) -> Profile:
+    """The `dl2` profile with an incumbent heuristic's scaling: the teacher DL2 imitates.
+
+    `keep_running=False` asks the heuristic (DRF or Optimus, :class:`FloorParams`) to
+    reallocate running jobs from their minimum, as DL2 does with the same setting."""
     dl2 = load_profiles(registry or build_registry())["dl2"]
+    params: dict[str, object] = {} if keep_running else {"keep_running": False}
     return dl2.model_copy(
         update={
             "name": f"dl2-teacher-{scaling}",
-            "scaling": dl2.scaling.model_copy(update={"name": scaling, "params": {}}),
+            "scaling": dl2.scaling.model_copy(update={"name": scaling, "params": params}),
             "fallback": {},
         }
     )

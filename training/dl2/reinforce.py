@@ -187,7 +187,10 @@ def train_ppo(
     best: tuple[float, dict[str, torch.Tensor]] | None = None
     with one_thread(), run.started():
         if validating:
-            best = (_validate(model, validation, run), _weights(model))
+            best = (
+                _validate(model, validation, run, keep_running=args.keep_running),
+                _weights(model),
+            )
         torch.manual_seed(args.seed)
         critic = ValueNetwork(model.config)
         optimizer = torch.optim.Adam(
@@ -232,7 +235,9 @@ def train_ppo(
                 seconds=time.perf_counter() - started,
             )
             if validating and (update + 1) % args.validate_every == 0:
-                row["validation_avg_jct_s"] = _validate(model, validation, run)
+                row["validation_avg_jct_s"] = _validate(
+                    model, validation, run, keep_running=args.keep_running
+                )
                 if best is None or row["validation_avg_jct_s"] < best[0]:
                     best = (row["validation_avg_jct_s"], _weights(model))
             log.append(row)
@@ -244,8 +249,10 @@ def train_ppo(
     return log
 
 
-def _validate(model: Dl2Model, episodes: Sequence[EpisodeSpec], runner: Runner) -> float:
-    return score(model, episodes, runner=runner).mean_avg_jct_s
+def _validate(
+    model: Dl2Model, episodes: Sequence[EpisodeSpec], runner: Runner, *, keep_running: bool
+) -> float:
+    return score(model, episodes, runner=runner, keep_running=keep_running).mean_avg_jct_s
 
 
 def _weights(model: Dl2Model) -> dict[str, torch.Tensor]:
