@@ -55,7 +55,7 @@ bench-throughput: $(STAMP) ## Small-example decisions/s under wrk, one and two w
 bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
 	$(BIN)/python -m evidence.bench_simulator
 
-results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; 8-19 min quiet)
+results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; about 16 min)
 	$(BIN)/python -m evidence.make_results
 
 results-oasis: $(STAMP) ## OASiS (and its slot-end rule) vs accept-all FIFO and DRF on total utility, seeds 0-2 (section oasis, about 2 min)
@@ -76,7 +76,7 @@ results-aryl-whole: $(STAMP) ## Aryl vs static on the whole Philly fortnight, re
 results-dl2: $(STAMP) ## DL2 (warm-up, RL) against DRF and Optimus: section dl2 of docs/results.md (3-5 min)
 	$(BIN)/python -m evidence.evidence_dl2
 
-results-dl2-gap: $(STAMP) ## DL2's gap to the paper: budget, the paper's jobs, scaling in place (section dl2-gap, about 20 min)
+results-dl2-gap: $(STAMP) ## DL2's gap to the paper: budget, the paper's jobs, in place, the whole allocation reallocated (section dl2-gap, about 70 min)
 	$(BIN)/python -m evidence.evidence_dl2_gap --processes 2
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
