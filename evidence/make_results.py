@@ -97,6 +97,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import statistics
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -493,6 +494,12 @@ def _m(s: Summary, key: str) -> float:
     return 0.0 if value is None else value
 
 
+def _on_seeds(s: Summary, key: str, seeds: set[int]) -> float:
+    """Mean of `key` over `seeds` (the row's own mean when it ran none of them)."""
+    values = [v for seed in seeds if (v := s.by_seed[seed].get(key)) is not None]
+    return statistics.fmean(values) if values else _m(s, key)
+
+
 def _sd(s: Summary, key: str) -> float:
     value = s.spread.get(key)
     return 0.0 if value is None or math.isnan(value) else value
@@ -529,13 +536,19 @@ def compare(a: Summary, b: Summary, key: str = "avg_jct_s") -> tuple[str, str]:
     standard deviations.
     """
     ma, mb = _m(a, key), _m(b, key)
+    shared = sorted(set(a.by_seed) & set(b.by_seed))
+    pairs = [(a.by_seed[s].get(key), b.by_seed[s].get(key)) for s in shared]
+    paired = [(x, y) for x, y in pairs if x is not None and y is not None]
+    if len(paired) >= COMPARE_SEEDS:
+        # Rows over different seeds (FIFO and Tiresias over ten, the rest over three):
+        # the change, like the difference, is that of the seeds both ran.
+        ma = statistics.fmean(x for x, _ in paired)
+        mb = statistics.fmean(y for _, y in paired)
     change = f"{100 * (ma / mb - 1.0) + 0.0:+.1f} %" if mb else "n/a"
     seeds = min(a.seeds, b.seeds)
     if seeds < COMPARE_SEEDS:
         return "few seeds", f"{change} on {seeds} seed(s), too few to call"
-    shared = sorted(set(a.by_seed) & set(b.by_seed))
-    pairs = [(a.by_seed[s].get(key), b.by_seed[s].get(key)) for s in shared]
-    diffs = [x - y for x, y in pairs if x is not None and y is not None]
+    diffs = [x - y for x, y in paired]
     if len(diffs) >= COMPARE_SEEDS:
         _, difference, margin = over_seeds(diffs)
         how = "paired over seeds"
@@ -575,7 +588,9 @@ def observations(summaries: Sequence[Summary]) -> list[str]:
         )
     # Rows over enough seeds to compare, when there are any (one-seed rows are only shown).
     seeded = [s for s in full if s.seeds >= COMPARE_SEEDS] or full
-    best = min(seeded, key=lambda s: _m(s, "avg_jct_s"))
+    # Compared on the seeds they all ran (rows may run ten seeds or three).
+    common = set.intersection(*(set(s.by_seed) for s in seeded))
+    best = min(seeded, key=lambda s: _on_seeds(s, "avg_jct_s", common))
     ties = [s.setting["profile"] for s in seeded if s is not best and compare(s, best)[0] == "tie"]
     line = (
         f"Lowest mean JCT among profiles that ran every job: **{best.setting['profile']}** "

@@ -18,6 +18,7 @@ from evidence.make_results import (
     compare,
     demand,
     main,
+    observations,
     tables,
 )
 from simulator.cluster import load_cluster
@@ -127,6 +128,27 @@ def test_a_difference_within_the_spread_of_the_per_seed_differences_is_a_tie() -
     assert compare(_summary(120.0, 220.0, 320.0), _summary(110.0, 210.0, 310.0))[0] == "higher"
     assert compare(_summary(100.0, 200.0, 300.0), _summary(101.0, 199.0, 302.0))[0] == "tie"
     assert compare(_summary(100.0), _summary(200.0))[0] == "few seeds"
+
+
+def test_rows_over_different_seeds_are_compared_on_the_seeds_both_ran() -> None:
+    # FIFO over ten seeds, a profile over the first three: seeds 3-9 are much faster
+    # for FIFO, which must show neither in the change against the three-seed row nor
+    # in which row is the lowest.
+    fifo = _summary(100.0, 110.0, 120.0, *[10.0] * 7)
+    other = _summary(90.0, 99.0, 108.0)
+    verdict, said = compare(other, fifo)
+    assert verdict == "lower"
+    assert "-10.0 %" in said
+    assert "paired over seeds" in said
+    # The lowest row is chosen on the seeds every compared row ran, too.
+    fast, slow = (
+        replace(fifo, setting={"profile": "fifo"}),
+        replace(other, setting={"profile": "sjf"}),
+    )
+    lines = observations(
+        [replace(s, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}) for s in (fast, slow)]
+    )
+    assert any("**sjf**" in line for line in lines), lines
 
 
 def test_a_small_run_renders_the_bound_column_and_calls_ties(tmp_path: Path) -> None:
