@@ -505,9 +505,11 @@ def _sd(s: Summary, key: str) -> float:
     return 0.0 if value is None or math.isnan(value) else value
 
 
-def _whole(s: Summary, key: str) -> str:
-    """The mean to whole units (+ 0.0: float noise rounds to -0, which is 0)."""
-    return f"{round(_m(s, key)) + 0.0:,.0f}"
+def _whole(s: Summary, key: str, seeds: set[int] | None = None) -> str:
+    """The mean to whole units (+ 0.0: float noise rounds to -0, which is 0), over `seeds`
+    if given (two rows compared on the seeds both ran)."""
+    value = _m(s, key) if seeds is None else _on_seeds(s, key, seeds)
+    return f"{round(value) + 0.0:,.0f}"
 
 
 def complete(s: Summary) -> bool:
@@ -607,9 +609,11 @@ def observations(summaries: Sequence[Summary]) -> list[str]:
             if s is None or not complete(s):
                 continue
             _, said = compare(s, fifo)
+            shared = set(s.by_seed) & set(fifo.by_seed)
             out.append(
-                f"{name} vs fifo: mean JCT {said}; mean queueing {_whole(s, 'avg_queue_s')} s vs "
-                f"{_whole(fifo, 'avg_queue_s')} s; {_whole(s, 'preemptions')} preemptions."
+                f"{name} vs fifo: mean JCT {said}; mean queueing "
+                f"{_whole(s, 'avg_queue_s', shared)} s vs {_whole(fifo, 'avg_queue_s', shared)} s; "
+                f"{_whole(s, 'preemptions')} preemptions."
             )
         spread = by.get("spread")
         if spread is not None and complete(spread):

@@ -149,6 +149,14 @@ def test_rows_over_different_seeds_are_compared_on_the_seeds_both_ran() -> None:
         [replace(s, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}) for s in (fast, slow)]
     )
     assert any("**sjf**" in line for line in lines), lines
+    # A sentence's queueing figures are those of the shared seeds as well.
+    queued = [
+        replace(s, by_seed={k: {**v, "avg_queue_s": v["avg_jct_s"]} for k, v in s.by_seed.items()})
+        for s in (replace(fast, setting={"profile": "fifo"}), slow)
+    ]
+    queued = [replace(s, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}) for s in queued]
+    said = next(line for line in observations(queued) if line.startswith("sjf vs fifo"))
+    assert "mean queueing 99 s vs 110 s" in said, said
 
 
 def test_a_small_run_renders_the_bound_column_and_calls_ties(tmp_path: Path) -> None:
