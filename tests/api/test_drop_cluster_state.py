@@ -16,10 +16,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from app.main import create_app
 from app.metrics import Metrics
 from app.services.decisions import DecisionService, learned_events_cache_key, state_cache_key
-from app.settings import Settings
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 from storage.cache import InProcessCache
@@ -109,24 +107,20 @@ def test_dropping_a_clusters_state_removes_its_keys_and_no_other_clusters(
     assert [decision_service(client).cache.get(key) for key in cache_keys("other")] == other_before
 
 
+@pytest.fixture(params=["redis"])
+def redis_client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
+    yield from app_on_cache(request, tmp_path, admin_token=TOKEN)
+
+
 def test_on_redis_the_drop_leaves_exactly_the_other_clusters_keys(
-    tmp_path: Path, redis_url: str, redis_prefix: str
+    redis_client: TestClient, redis_url: str, redis_prefix: str
 ) -> None:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'arbiter.db'}",
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-        admin_token=TOKEN,
-        spill_dir=tmp_path / "spill",
-        log_flush_interval_s=0.05,
-    )
     direct = redis.Redis.from_url(redis_url)
     try:
-        with TestClient(create_app(settings)) as client:
-            with_state(client, "c", "other")
-            drop(client, "c")
-            # Only this test's prefix: keys other services share Redis with are not ours.
-            names = {name.decode() for name in direct.scan_iter(match=f"{redis_prefix}*")}
+        with_state(redis_client, "c", "other")
+        drop(redis_client, "c")
+        # Only this test's prefix: keys other services share Redis with are not ours.
+        names = {name.decode() for name in direct.scan_iter(match=f"{redis_prefix}*")}
     finally:
         direct.close()
 
