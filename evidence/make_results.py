@@ -255,16 +255,19 @@ class Case:
 
 
 CORE = ("fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "drf", "optimus", "spread")
-"""The profiles the sentences compare, each against FIFO, on three seeds where the trace allows."""
+"""The profiles the sentences compare, each against FIFO, on three seeds where the trace allows
+(FIFO and Tiresias on PAIR_SEEDS)."""
 
 EVERY_ONCE = Plan(seeds=(0,), skip=(*SLOW, *MIXED_ONLY), wide=PAIR)
-"""Every classic profile (not OASiS, not the mixed-type ones) on one seed: shown, not compared."""
+"""Every classic profile (not OASiS, not the mixed-type ones) on one seed, shown, not compared;
+FIFO and Tiresias over PAIR_SEEDS."""
 
 CORE_SEEDS = Plan(only=CORE, wide=PAIR)
 
 SANITY = Plan(only=("fifo", "srtf", "tiresias", "spread"), wide=PAIR)
 """The directions a loaded window should show (SRTF and Tiresias below FIFO, spread
-placement above consolidated), over three seeds: where a run is too dear for more."""
+placement above consolidated), over three seeds (FIFO and Tiresias over PAIR_SEEDS):
+where a run is too dear for more."""
 
 CASES: tuple[Case, ...] = (
     Case(
