@@ -11,7 +11,10 @@ import torch
 from pettingzoo.test import parallel_api_test
 
 from policies.learned.dual_agent.network import DualAgentModel
+from simulator.perf import load_perf_tables
 from training.dual_agent.attitude_fit import (
+    GRIDS,
+    SEED_OFFSET,
     attitude,
     criterion,
     fit_attitude,
@@ -24,6 +27,7 @@ from training.dual_agent.env import DualAgentEnv
 from training.dual_agent.episodes import (
     RACK_SHARE,
     held_out_episodes,
+    second_held_out_episodes,
     training_episodes,
     window,
 )
@@ -144,6 +148,45 @@ def test_held_out_windows_share_no_trace_job_and_no_seed_with_training() -> None
     assert all(not (jobs & trained_on) for jobs in held_jobs)
     assert len(set().union(*held_jobs)) == 60 * len(held_out)
     assert not evidence_seeds & {episode.seed for episode in training}
+
+
+def test_the_second_held_out_set_shares_no_trace_job_and_no_seed_with_any_earlier_run() -> None:
+    second = second_held_out_episodes()
+    earlier = training_episodes() + held_out_episodes()
+    seen_jobs = {job.id for episode in earlier for job in episode.job_specs()}
+    jobs = [{job.id for job in episode.job_specs()} for episode in second]
+    # Seeds every earlier run used: training episodes, the attitude search's repetitions,
+    # the first held-out set with the evidence's three repetitions.
+    training_seeds = {episode.seed for episode in training_episodes()}
+    earlier_seeds = (
+        training_seeds
+        | {seed + SEED_OFFSET * r for seed in training_seeds for r in range(1, 9)}
+        | {episode.seed + 100 * s for episode in held_out_episodes() for s in range(3)}
+    )
+    seeds = {episode.seed + 100 * s for episode in second for s in range(3)}
+
+    assert len(second) == 36
+    assert all(len(window_jobs) == 60 for window_jobs in jobs)
+    assert len(set().union(*jobs)) == 60 * len(second)
+    assert all(not (window_jobs & seen_jobs) for window_jobs in jobs)
+    assert len(seeds) == 3 * len(second)
+    assert not seeds & earlier_seeds
+
+
+def test_the_patience_grid_separates_the_lm_and_the_transformer_on_a_k80() -> None:
+    # One grid value lets the Transformer start on a K80 (its cheapest type per unit of
+    # work) while the LM and the ResNets wait for a faster type.
+    tables = load_perf_tables()
+
+    def k80_ratio(family: str) -> float:
+        speed = tables.family(family).gpu_speed
+        return speed["K80"] / max(speed.values())
+
+    lm, transformer = k80_ratio("lm"), k80_ratio("transformer")
+    resnets = max(k80_ratio("resnet18"), k80_ratio("resnet50"))
+
+    assert resnets < lm < transformer
+    assert any(lm < value < transformer for value in GRIDS["patience"])
 
 
 def test_the_attitude_search_keeps_the_best_value_it_served_and_never_raises_the_objective() -> (

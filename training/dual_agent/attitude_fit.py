@@ -54,13 +54,16 @@ BASELINES = ("tiresias", "hetero-greedy")
 SEED_OFFSET = 5000
 
 GRIDS: dict[str, tuple[float, ...]] = {
-    "patience": (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.45, 0.6),
+    "patience": (0.05, 0.1, 0.15, 0.2, 0.25, 0.27, 0.3, 0.35, 0.45, 0.6),
     "time_value": (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0),
     "risk": (-3.0, -2.0, -1.0, -0.5, 0.0, 0.5),
 }
 """Values tried per scalar (ours): θ up to 0.6, past Gavel's slowest family-on-K80 ratio
-(0.15) and its fastest (0.29); λ from nearly pure speed per dollar to a value of time
-above a V100's price (about 2.5 $/GPU-h); κ from strongly risk-averse to optimistic."""
+(0.15) and its fastest (0.29), with 0.27 between the LM's (0.254) and the Transformer's
+(0.287), so that one value lets the Transformer start on a K80, its cheapest type per
+unit of work, while the LM and the ResNets wait (docs/dual-agent.md); λ from nearly pure
+speed per dollar to a value of time above a V100's price (about 2.5 $/GPU-h); κ from
+strongly risk-averse to optimistic."""
 
 
 def attitude(model: DualAgentModel) -> dict[str, float]:

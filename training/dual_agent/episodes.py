@@ -85,3 +85,25 @@ never looked at before, were added; they stay first so the trainer's verdict (it
 
 def held_out_episodes(jobs: int = 60) -> list[EpisodeSpec]:
     return [window(start, jobs, 900 + i) for i, start in enumerate(HELD_OUT_STARTS)]
+
+
+SECOND_HELD_OUT_STARTS = tuple(
+    thousand + offset for thousand in range(12000, 24000, 1000) for offset in (0, 250, 750)
+)
+"""Trace rows where the second held-out set's 36 windows start (fixed 2026-11-27 before any
+run of it was played; docs/dual-agent.md, *Evaluation protocol*): after the training
+windows, never overlapping the first set's (which start at 500 past a thousand), and
+never scored before. 36 windows × 3 seeds: a fee difference of the size the first set
+saw (about 15 USD a run, with a spread of about 75) lies within twice its standard error
+on 30 runs and beyond it on 108."""
+
+SECOND_HELD_OUT_SEED = 3000
+"""First seed of the second held-out set (window i: 3000 + i; the evidence adds 100 per
+repetition): shared with no training, search or first held-out run."""
+
+
+def second_held_out_episodes(jobs: int = 60) -> list[EpisodeSpec]:
+    return [
+        window(start, jobs, SECOND_HELD_OUT_SEED + i)
+        for i, start in enumerate(SECOND_HELD_OUT_STARTS)
+    ]

@@ -59,7 +59,7 @@ class DualAgentBudget(TrainingBudget):
         default=2, ge=1, le=8, description="Seeds per window in the attitude search."
     )
     attitude_fit_criterion: Literal["objective", "weakest-margin"] = Field(
-        default="objective",
+        default="weakest-margin",
         description=(
             "What the attitude search lowers: `objective` (fee + jct_weight $ per job-hour) or "
             "`weakest-margin` (minus the weakest paired margin, in standard errors, of fee and "
