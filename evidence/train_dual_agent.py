@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attitude-fit-passes", type=int, default=defaults.attitude_fit_passes)
     parser.add_argument(
         "--attitude-fit-criterion",
-        choices=("objective", "weakest-margin"),
+        choices=("objective", "weakest-margin", "weakest-share"),
         default=defaults.attitude_fit_criterion,
     )
     parser.add_argument("--seed", type=int, default=0)

@@ -22,6 +22,7 @@ from training.dual_agent.attitude_fit import (
     objective,
     paired_margin,
     set_attitude,
+    share_margin,
 )
 from training.dual_agent.env import DualAgentEnv
 from training.dual_agent.episodes import (
@@ -224,6 +225,30 @@ def test_the_weakest_margin_search_lowers_minus_the_weakest_margin_over_the_base
     log = fit_attitude(model, judge, passes=1, grids={"patience": (0.05, 0.5)})
 
     assert not math.isnan(start)
+    assert log[-1]["objective"] <= start
+    assert judge(model) == log[-1]["objective"]
+
+
+def test_a_share_margin_is_the_baselines_total_less_ours_as_a_share_of_theirs() -> None:
+    assert share_margin([1.0, 2.0, 3.0], [10.0, 12.0, 14.0]) == pytest.approx(30 / 36)
+    assert share_margin([10.0, 10.0], [5.0, 5.0]) == pytest.approx(-1.0)
+    assert share_margin([5.0, 5.0], [5.0, 5.0]) == 0.0
+
+
+def test_the_weakest_share_search_lowers_minus_the_weakest_share_over_the_baselines() -> None:
+    model = DualAgentModel.initial()
+    runs = fit_runs(
+        [window(start=s, jobs=10, seed=7, cluster_fraction=0.12) for s in (0, 10)],
+        repetitions=1,
+    )
+    judge = criterion("weakest-share", runs, 2.0)
+    start = judge(model)
+
+    log = fit_attitude(model, judge, passes=1, grids={"patience": (0.05, 0.5)})
+
+    # No share of a positive total is above 1, so minus the weakest is at least -1.
+    assert math.isfinite(start)
+    assert start >= -1.0
     assert log[-1]["objective"] <= start
     assert judge(model) == log[-1]["objective"]
 

@@ -18,13 +18,19 @@ Two criteria (ours), lower is better:
 
 * `objective`: the mean shared objective, fee plus `jct_weight` dollars per
   job-hour of completion time (the RL reward's);
-* `weakest-margin` (tried 2026-11-24, set down before it was scored on held-out
-  runs, and not kept: docs/dual-agent.md): the target is a lower fee *and* a lower
-  mean JCT than each baseline (Tiresias with consolidated placement, and the
-  heterogeneity-aware greedy placement), judged on paired runs in standard errors.
-  So the baselines play the same runs once, and a candidate's criterion is minus
-  the weakest of its four paired margins (fee and mean JCT, against each
-  baseline), each the mean per-run difference over its standard error.
+* `weakest-margin` (tried twice, set down before it was scored, and not kept:
+  docs/dual-agent.md): the target is a lower fee *and* a lower mean JCT than each
+  baseline (Tiresias with consolidated placement, and the heterogeneity-aware
+  greedy placement), judged on paired runs in standard errors. So the baselines
+  play the same runs once, and a candidate's criterion is minus the weakest of its
+  four paired margins (fee and mean JCT, against each baseline), each the mean
+  per-run difference over its standard error. The standard error of the fee
+  difference is itself noisy (a few runs with large fees carry it), and the search
+  chases that noise;
+* `weakest-share` (the default since 2026-11-27): the same four margins, each the
+  baseline's total over the runs less the candidate's, as a share of the
+  baseline's total. No estimated spread enters it, and it weighs the fee and the
+  JCT halves of the target in the same unit.
 
 The runs are training windows at their own seeds offset by `SEED_OFFSET` per
 repetition: not the training episodes' own seeds, which the choice between
@@ -47,7 +53,7 @@ from training.dual_agent.evaluation import decider, score
 
 Criterion = Callable[[DualAgentModel], float]
 """What the search lowers: a model served on the search's runs, scored (lower is better)."""
-CriterionName = Literal["objective", "weakest-margin"]
+CriterionName = Literal["objective", "weakest-margin", "weakest-share"]
 BASELINES = ("tiresias", "hetero-greedy")
 """The profiles the dual agent must beat on fee and JCT (docs/dual-agent.md, *Evidence*)."""
 
@@ -116,26 +122,35 @@ def paired_margin(ours: Sequence[float], theirs: Sequence[float]) -> float:
     return math.copysign(math.inf, mean) if mean else 0.0
 
 
+def share_margin(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """How far the sum of `ours` is below the sum of `theirs`, as a share of theirs."""
+    total = math.fsum(theirs)
+    if total <= 0:
+        return 0.0
+    return (total - math.fsum(ours)) / total
+
+
 def criterion(name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float) -> Criterion:
     """The search's criterion on `runs` (module docstring); baselines are played once here."""
     if name == "objective":
         return lambda model: objective(model, runs, jct_weight)
+    margin = paired_margin if name == "weakest-margin" else share_margin
     baselines = []
     for profile in BASELINES:
         engine = decider(profile=profile)
         played = [score(engine, run, jct_weight) for run in runs]
         baselines.append(([s.fee_usd for s in played], [s.avg_jct_s for s in played]))
 
-    def weakest_margin(model: DualAgentModel) -> float:
+    def weakest(model: DualAgentModel) -> float:
         engine = decider(model)
         played = [score(engine, run, jct_weight) for run in runs]
         fee, jct = [s.fee_usd for s in played], [s.avg_jct_s for s in played]
         return -min(
-            min(paired_margin(fee, their_fee), paired_margin(jct, their_jct))
+            min(margin(fee, their_fee), margin(jct, their_jct))
             for their_fee, their_jct in baselines
         )
 
-    return weakest_margin
+    return weakest
 
 
 def fit_attitude(

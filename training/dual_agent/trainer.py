@@ -56,14 +56,15 @@ class DualAgentBudget(TrainingBudget):
         default=12, ge=1, le=12, description="Training windows the attitude search plays."
     )
     attitude_fit_repetitions: int = Field(
-        default=2, ge=1, le=8, description="Seeds per window in the attitude search."
+        default=4, ge=1, le=8, description="Seeds per window in the attitude search."
     )
-    attitude_fit_criterion: Literal["objective", "weakest-margin"] = Field(
-        default="weakest-margin",
+    attitude_fit_criterion: Literal["objective", "weakest-margin", "weakest-share"] = Field(
+        default="weakest-share",
         description=(
-            "What the attitude search lowers: `objective` (fee + jct_weight $ per job-hour) or "
+            "What the attitude search lowers: `objective` (fee + jct_weight $ per job-hour), "
             "`weakest-margin` (minus the weakest paired margin, in standard errors, of fee and "
-            "mean JCT against Tiresias and the greedy baseline)."
+            "mean JCT against Tiresias and the greedy baseline) or `weakest-share` (minus the "
+            "weakest of those four margins as a share of the baseline's total)."
         ),
     )
     jct_weight: float = Field(
