@@ -101,7 +101,7 @@ examples: $(STAMP) ## Regenerate the example snapshots under examples/ (a test c
 	$(BIN)/python -m evidence.generate_examples --out examples
 	$(BIN)/python -m evidence.generate_dispatch_example
 
-dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO + GP fit, about 5 min; UPDATES=200 for longer)
+dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO, GP fit, attitude search; about 32 min; UPDATES=200 for longer)
 	$(BIN)/python -m evidence.train_dual_agent $(if $(UPDATES),--updates $(UPDATES))
 
 results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy baseline, ablations: section dual-agent of docs/results.md
