@@ -55,7 +55,7 @@ bench-throughput: $(STAMP) ## Small-example decisions/s under wrk, one and two w
 bench-sim: $(STAMP) ## Simulator speed: the Philly targets (10,000 jobs, the whole fortnight), every profile, a profile
 	$(BIN)/python -m evidence.bench_simulator
 
-results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; about 16 min)
+results: $(STAMP) ## Regenerate docs/results.md (whole shared traces, recorded and loaded, over seeds; 15 to 26 min)
 	$(BIN)/python -m evidence.make_results
 
 results-oasis: $(STAMP) ## OASiS (and its slot-end rule) vs accept-all FIFO and DRF on total utility, seeds 0-2 (section oasis, about 2 min)
