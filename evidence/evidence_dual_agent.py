@@ -49,8 +49,9 @@ MAPPO_ONLY = ROOT / "training" / "dual_agent" / "ablation" / "mappo_only.safeten
 """The shipped run without the attitude search: MAPPO's patience, value of time and risk."""
 MAPPO_ONLY_LABEL = "ablation: MAPPO's attitude, no attitude search"
 OBJECTIVE_SEARCH = ROOT / "training" / "dual_agent" / "ablation" / "objective_search.safetensors"
-"""The same run with the attitude searched on the shared objective instead of the weakest
-margin, without the patience grid's 0.27: the model shipped until 2026-11-27."""
+"""The model shipped until 2026-11-27: the same budget with the code of then (its ordering
+network and GP differ a little), the attitude searched on the shared objective instead of
+the weakest share, on the grid of then (no patience 0.27)."""
 OBJECTIVE_SEARCH_LABEL = "ablation: attitude searched on the shared objective"
 GP_SEEDS = 50
 
