@@ -16,6 +16,7 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import load_cluster
 from simulator.paths import clusters_dir
 from simulator.perf import bind_cluster, load_perf_tables
+from training.dl2.episodes import EpisodeSpec
 from training.dual_agent.episodes import (
     CLUSTER,
     SECOND_HELD_OUT_STARTS,
@@ -105,21 +107,20 @@ Runs = dict[str, list[tuple[float, float]]]
 
 
 def comparison(
-    windows: int, seeds: int, jobs: int, *, second: bool = False
+    windowed: Sequence[EpisodeSpec], seeds: int, labels: Collection[str] | None = None
 ) -> tuple[list[str], Runs]:
-    """The table and runs of the first held-out set (every configuration), or of the
-    second (`SECOND_SET` only)."""
+    """The table and runs of the configurations named in `labels` (default: all) on
+    `windowed`, each window played with `seeds` seeds."""
     model = shipped_model().model
     ablations = {
         SEPARATE_LABEL: DualAgentModel.from_bytes(SEPARATE.read_bytes()),
         MAPPO_ONLY_LABEL: DualAgentModel.from_bytes(MAPPO_ONLY.read_bytes()),
         OBJECTIVE_SEARCH_LABEL: DualAgentModel.from_bytes(OBJECTIVE_SEARCH.read_bytes()),
     }
-    windowed = second_held_out_episodes(jobs) if second else held_out_episodes(jobs)
     episodes = [
         dataclasses.replace(episode, seed=episode.seed + 100 * s)
         for s in range(seeds)
-        for episode in windowed[:windows]
+        for episode in windowed
     ]
     rows = [
         "| configuration | fee (USD) | mean JCT (s) | fee + 2 $/job-h × JCT | runs |",
@@ -127,7 +128,7 @@ def comparison(
     ]
     runs: Runs = {}
     for label, profile, use_gp in configurations():
-        if second and label not in SECOND_SET:
+        if labels is not None and label not in labels:
             continue
         chosen = ablations.get(label, model)
         engine = decider(chosen, profile=profile, use_gp=use_gp)
@@ -213,13 +214,15 @@ def section(
         second_table, second_runs = second
         second_met = target_met(second_runs)
         count = len(next(iter(second_runs.values())))
+        first_row, last_row = min(SECOND_HELD_OUT_STARTS), max(SECOND_HELD_OUT_STARTS)
         verdict = [
             "",
             "### The second held-out set: the verdict",
             "",
-            f"{len(SECOND_HELD_OUT_STARTS)} more windows of 60 jobs, at rows 12,000 to 23,750 "
-            "of the same trace (three in every thousand rows, none overlapping the first "
-            f"set's), {count // len(SECOND_HELD_OUT_STARTS)} seeds each ({count} runs), "
+            f"{len(SECOND_HELD_OUT_STARTS)} more windows of 60 jobs, at rows {first_row:,} to "
+            f"{last_row:,} of the same trace (three in every thousand rows, none overlapping "
+            f"the first set's), {count // len(SECOND_HELD_OUT_STARTS)} seeds each ({count} "
+            "runs), "
             "fixed before any of them was played, after the first set had called the fee "
             "against the greedy baseline a tie; the target is judged here "
             "(docs/dual-agent.md, *Evaluation protocol*). Same cluster, options and rule.",
@@ -349,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     started = time.perf_counter()
-    table, runs = comparison(args.windows, args.seeds, args.jobs)
-    second = comparison(len(SECOND_HELD_OUT_STARTS), args.seeds, args.jobs, second=True)
+    table, runs = comparison(held_out_episodes(args.jobs)[: args.windows], args.seeds)
+    second = comparison(second_held_out_episodes(args.jobs), args.seeds, SECOND_SET)
     body = section(
         table,
         runs,
