@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -103,6 +103,9 @@ examples: $(STAMP) ## Regenerate the example snapshots under examples/ (a test c
 
 dual-agent-model: $(STAMP) ## Retrain the shipped dual-agent model (MAPPO, GP fit, attitude search; about 32 min; UPDATES=200 for longer)
 	$(BIN)/python -m evidence.train_dual_agent $(if $(UPDATES),--updates $(UPDATES))
+
+dual-agent-attitudes: $(STAMP) ## Fee and JCT margins of dual-agent attitudes on training windows (ATTITUDES="0.27,0.3,- ..."; about 30 s each)
+	$(BIN)/python -m evidence.dual_agent_attitudes $(foreach a,$(ATTITUDES),--attitude=$(a))
 
 results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy baseline, ablations: section dual-agent of docs/results.md
 	$(BIN)/python -m evidence.evidence_dual_agent --write
