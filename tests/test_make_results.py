@@ -141,22 +141,24 @@ def test_rows_over_different_seeds_are_compared_on_the_seeds_both_ran() -> None:
     assert "-10.0 %" in said
     assert "paired over seeds" in said
     # The lowest row is chosen on the seeds every compared row ran, too.
-    fast, slow = (
-        replace(fifo, setting={"profile": "fifo"}),
-        replace(other, setting={"profile": "sjf"}),
-    )
-    lines = observations(
-        [replace(s, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}) for s in (fast, slow)]
-    )
+    rows = [_shown(fifo, "fifo"), _shown(other, "sjf")]
+    lines = observations(rows)
     assert any("**sjf**" in line for line in lines), lines
-    # A sentence's queueing figures are those of the shared seeds as well.
+    # A sentence's queueing figures are those of the shared seeds as well (here each
+    # seed's queueing equals its JCT).
     queued = [
         replace(s, by_seed={k: {**v, "avg_queue_s": v["avg_jct_s"]} for k, v in s.by_seed.items()})
-        for s in (replace(fast, setting={"profile": "fifo"}), slow)
+        for s in rows
     ]
-    queued = [replace(s, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}) for s in queued]
     said = next(line for line in observations(queued) if line.startswith("sjf vs fifo"))
     assert "mean queueing 99 s vs 110 s" in said, said
+
+
+def _shown(s: Summary, profile: str) -> Summary:
+    """`s` as a row of `profile` that ran every job (with a no-queueing bound)."""
+    return replace(
+        s, setting={"profile": profile}, mean={**s.mean, "bound_s": 1.0, "jct_vs_bound": 1.0}
+    )
 
 
 def test_a_small_run_renders_the_bound_column_and_calls_ties(tmp_path: Path) -> None:
