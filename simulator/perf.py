@@ -526,6 +526,43 @@ class ClusterPerf:
         )
         return speed / self.calibration(shape)
 
+    def fastest_rate(self, shape: JobShape, min_workers: int, max_workers: int) -> float:
+        """The most work per second (1.0 = the recorded speed) that any allocation of
+        `min_workers` to `max_workers` workers could give the job on this cluster (0 when
+        not even the minimum fits in all its GPUs): every factor at
+        its best at once (the fastest GPU type and the fastest machine of the cluster,
+        as many GPUs on one node as its largest node holds, the best measured ratio of
+        parameter servers). No real allocation beats it, so work over it is a floor on
+        the job's run time that no policy can go below (:mod:`simulator.bounds`)."""
+        family = self.tables.family(shape.family)
+        gpw = shape.gpus_per_worker
+        total = sum(self.node_gpus.values())
+        largest = max(self.node_gpus.values(), default=0)
+        on_a_node = largest - largest % gpw
+        types = set(self.node_type.values())
+        best_type = max((self.type_speed(family, t) for t in types), default=1.0)
+        best_node = max(self.node_factor.values(), default=1.0)
+        ps_best = max((e for _, e in self.tables.ps_efficiency), default=1.0)
+        fastest = 0.0
+        for workers in range(max(min_workers, 1), max_workers + 1):
+            gpus = workers * gpw
+            if gpus > total:
+                break
+            speed = self._absolute(
+                family,
+                gpus_per_worker=gpw,
+                workers=workers,
+                ps=0,
+                ps_job=False,
+                largest_on_a_node=min(gpus, on_a_node),
+                slowest_type=best_type,
+                slowest_node=best_node,
+            )
+            fastest = max(fastest, speed)
+        if self.options.parameter_servers and shape.ps > 0:
+            fastest *= ps_best
+        return fastest / self.calibration(shape)
+
     def speedup_hints(self, shape: JobShape, counts: Iterable[int]) -> dict[int, float]:
         """Speed at each worker count relative to one worker (packed), for scaling policies."""
         family = self.tables.family(shape.family)

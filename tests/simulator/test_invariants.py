@@ -1,11 +1,15 @@
-"""Invariants of every run, for every shipped profile: conservation, once-only completion."""
+"""Invariants of every run, for every shipped profile: conservation, once-only completion,
+no job faster than its floor."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from simulator.bounds import floor_s, floors_s
 from simulator.core import SimOptions, Simulation
 from simulator.deciders import EngineDecider, shipped_profiles
 from simulator.metrics import TIMING_KEYS, SimulationResult
@@ -38,6 +42,12 @@ def _run(name: str, mode: str, seed: int = 3) -> tuple[Simulation, SimulationRes
     return sim, sim.run(EngineDecider.named(name))
 
 
+@functools.cache
+def _shared_run(name: str, mode: str) -> tuple[Simulation, SimulationResult]:
+    """`_run` at the default seed, once per session: several invariants read the same run."""
+    return _run(name, mode)
+
+
 def strip(metrics: dict[str, Any]) -> dict[str, Any]:
     """Metrics without the wall-clock ones, which differ from run to run."""
     return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
@@ -46,7 +56,7 @@ def strip(metrics: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", sorted(shipped_profiles()))
 @pytest.mark.parametrize("mode", ["measured", "ideal"])
 def test_every_job_completes_once_and_gpus_are_conserved(name: str, mode: str) -> None:
-    sim, result = _run(name, mode)
+    sim, result = _shared_run(name, mode)
     ids = [r.job_id for r in result.jobs]
     assert len(ids) == len(set(ids)) == SPEC.jobs
     statuses = {r.status for r in result.jobs}
@@ -72,6 +82,35 @@ def test_every_job_completes_once_and_gpus_are_conserved(name: str, mode: str) -
     assert held <= SMALL.training_gpus() * m["makespan_s"] + 1e-6
     assert m["cost_usd"] == pytest.approx(sum(r.cost_usd for r in result.jobs), rel=1e-9)
     assert not sim._owner, "GPUs still held after the run"
+
+
+@pytest.mark.parametrize("name", sorted(shipped_profiles()))
+@pytest.mark.parametrize("mode", ["measured", "ideal"])
+def test_no_job_finishes_sooner_than_its_floor(name: str, mode: str) -> None:
+    sim, result = _shared_run(name, mode)
+    floors = floors_s(sim.model, sim.specs)
+    completed = [r for r in result.jobs if r.status == "completed"]
+    assert completed
+    for record in completed:
+        jct = record.jct_s
+        assert jct is not None
+        assert jct >= floors[record.index] * (1.0 - 1e-9), (record.job_id, jct)
+
+
+def test_floor_is_met_by_a_rigid_job_alone_on_the_ideal_model() -> None:
+    job = make_jobs(generate(SPEC, seed=5), WorkloadOptions(), seed=5)[0]
+    sim = Simulation([job], SMALL, perf=PerfOptions.for_mode("ideal"), seed=5)
+    [record] = sim.run(EngineDecider.named("fifo")).jobs
+    assert floor_s(sim.model, job) == pytest.approx(job.duration_s, rel=1e-12)
+    assert record.jct_s == pytest.approx(job.duration_s, rel=1e-9)
+
+
+def test_an_elastic_job_floor_counts_its_largest_size() -> None:
+    rigid = make_jobs(generate(SPEC, seed=5), WorkloadOptions(), seed=5)[0]
+    elastic = replace(rigid, workers=1, min_workers=1, max_workers=4, gpus_per_worker=1)
+    sim = Simulation([elastic], SMALL, perf=PerfOptions.for_mode("ideal"), seed=5)
+    # Ideal speed is proportional to workers, 1 at the requested count: four times as fast.
+    assert floor_s(sim.model, elastic) == pytest.approx(elastic.duration_s / 4, rel=1e-12)
 
 
 @pytest.mark.parametrize("name", ["fifo", "srtf", "tiresias"])
