@@ -48,8 +48,9 @@ from typing import Literal
 import torch
 
 from policies.learned.dual_agent.network import DualAgentModel
+from simulator.deciders import EngineDecider
 from training.dl2.episodes import EpisodeSpec
-from training.dual_agent.evaluation import decider, score
+from training.dual_agent.evaluation import Score, decider, score
 
 Criterion = Callable[[DualAgentModel], float]
 """What the search lowers: a model served on the search's runs, scored (lower is better)."""
@@ -130,27 +131,48 @@ def share_margin(ours: Sequence[float], theirs: Sequence[float]) -> float:
     return (total - math.fsum(ours)) / total
 
 
-def criterion(name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float) -> Criterion:
-    """The search's criterion on `runs` (module docstring); baselines are played once here."""
-    if name == "objective":
-        return lambda model: objective(model, runs, jct_weight)
-    margin = paired_margin if name == "weakest-margin" else share_margin
-    baselines = []
-    for profile in BASELINES:
-        engine = decider(profile=profile)
-        played = [score(engine, run, jct_weight) for run in runs]
-        baselines.append(([s.fee_usd for s in played], [s.avg_jct_s for s in played]))
+class Judge:
+    """A criterion (module docstring) on fixed runs: the baselines play them once, when the
+    judge is made; each model judged plays them afresh. The attitude search lowers
+    :meth:`value`, and a retraining's verdict compares two models by it on held-out runs,
+    so a candidate is judged by what shaped it."""
 
-    def weakest(model: DualAgentModel) -> float:
-        engine = decider(model)
-        played = [score(engine, run, jct_weight) for run in runs]
+    def __init__(self, name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float):
+        self.name = name
+        self.runs = tuple(runs)
+        self.jct_weight = jct_weight
+        self.margin = paired_margin if name == "weakest-margin" else share_margin
+        self.baselines: list[tuple[list[float], list[float]]] = []
+        if name != "objective":
+            for profile in BASELINES:
+                played = self.play(decider(profile=profile))
+                self.baselines.append(([s.fee_usd for s in played], [s.avg_jct_s for s in played]))
+
+    def play(self, engine: EngineDecider) -> list[Score]:
+        """`engine` (a model's or a baseline's decider) on every run."""
+        return [score(engine, run, self.jct_weight) for run in self.runs]
+
+    def scores(self, model: DualAgentModel) -> list[Score]:
+        """`model` served on every run (a fresh decider: no GP state carried over)."""
+        return self.play(decider(model))
+
+    def value(self, played: Sequence[Score]) -> float:
+        """The criterion of runs played by a model; lower is better."""
+        if self.name == "objective":
+            return statistics.fmean(s.objective for s in played)
         fee, jct = [s.fee_usd for s in played], [s.avg_jct_s for s in played]
         return -min(
-            min(margin(fee, their_fee), margin(jct, their_jct))
-            for their_fee, their_jct in baselines
+            min(self.margin(fee, their_fee), self.margin(jct, their_jct))
+            for their_fee, their_jct in self.baselines
         )
 
-    return weakest
+    def __call__(self, model: DualAgentModel) -> float:
+        return self.value(self.scores(model))
+
+
+def criterion(name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float) -> Criterion:
+    """The search's criterion on `runs` (module docstring); baselines are played once here."""
+    return Judge(name, runs, jct_weight)
 
 
 def fit_attitude(
@@ -162,7 +184,7 @@ def fit_attitude(
     on_step: Callable[[float], None] | None = None,
 ) -> list[dict[str, float]]:
     """Coordinate search of θ, λ, κ lowering `judge`, in place; one row per scalar searched
-    (its value after the search of it, and the criterion's as `objective`)."""
+    (its value after the search of it, and the criterion's value as `criterion`)."""
     grids = GRIDS if grids is None else grids
     steps = max(1, passes * sum(len(values) for values in grids.values()))
     done = 0
@@ -187,5 +209,5 @@ def fit_attitude(
             else:
                 set_attitude(model, name, chosen)
             best = chosen_score
-            log.append({"pass": float(sweep), name: attitude(model)[name], "objective": best})
+            log.append({"pass": float(sweep), name: attitude(model)[name], "criterion": best})
     return log

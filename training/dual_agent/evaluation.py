@@ -69,11 +69,8 @@ def score(engine: EngineDecider, episode: EpisodeSpec, jct_weight: float) -> Sco
     )
 
 
-def mean_objective(
-    engine_for: EngineDecider, episodes: Sequence[EpisodeSpec], jct_weight: float
-) -> tuple[float, float, float]:
-    """(mean objective, mean fee, mean average JCT) over `episodes`."""
-    scores = [score(engine_for, episode, jct_weight) for episode in episodes]
+def means(scores: Sequence[Score]) -> tuple[float, float, float]:
+    """(mean objective, mean fee, mean average JCT) of played episodes."""
     n = max(1, len(scores))
     return (
         sum(s.objective for s in scores) / n,

@@ -1,5 +1,8 @@
 """One dual-agent training run: MAPPO, the GP fit, the attitude search, the verdict.
 
+The verdict compares the candidate with the incumbent on held-out windows by the
+attitude search's criterion (`DualAgentBudget.attitude_fit_criterion`): lower wins.
+
 The trainer's and the script's (`make dual-agent-model`).
 """
 
@@ -12,9 +15,9 @@ from typing import Any
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.dual_agent.shipped import shipped_model
 from training.dl2.reinforce import one_thread
-from training.dual_agent.attitude_fit import attitude, criterion, fit_attitude, fit_runs
+from training.dual_agent.attitude_fit import Judge, attitude, criterion, fit_attitude, fit_runs
 from training.dual_agent.episodes import held_out_episodes, training_episodes
-from training.dual_agent.evaluation import decider, mean_objective
+from training.dual_agent.evaluation import decider, means
 from training.dual_agent.gp_fit import fit_gp
 from training.dual_agent.mappo import MappoArgs, train_mappo
 from training.dual_agent.trainer import DualAgentBudget
@@ -114,8 +117,12 @@ def train_dual_agent(
         clock = time.perf_counter()
         report("evaluation", 0.0)
         held_out = held_out_episodes(budget.jobs)[: budget.held_out_episodes]
-        cand = mean_objective(decider(candidate), held_out, budget.jct_weight)
-        inc = mean_objective(decider(incumbent), held_out, budget.jct_weight)
+        # The verdict is the attitude search's own criterion, on held-out windows: a
+        # candidate is judged by what shaped it (the objective's figures are kept too).
+        verdict = Judge(budget.attitude_fit_criterion, held_out, budget.jct_weight)
+        cand_played, inc_played = verdict.scores(candidate), verdict.scores(incumbent)
+        cand, inc = means(cand_played), means(inc_played)
+        cand_value, inc_value = verdict.value(cand_played), verdict.value(inc_played)
         report("evaluation", 1.0)
         timings["evaluation"] = time.perf_counter() - clock
     metrics: dict[str, Any] = {
@@ -125,14 +132,15 @@ def train_dual_agent(
         "incumbent_objective": round(inc[0], 3),
         "incumbent_fee_usd": round(inc[1], 3),
         "incumbent_avg_jct_s": round(inc[2], 3),
+        "verdict_criterion": budget.attitude_fit_criterion,
+        "candidate_criterion": round(cand_value, 4),
+        "incumbent_criterion": round(inc_value, 4),
         "held_out_episodes": len(held_out),
         "mappo_updates": len(log),
         "gp_fit_loss": round(gp_losses[-1], 5) if gp_losses else None,
         **{f"mappo_{k}": round(v, 4) for k, v in before.items()},
         "attitude_fit_criterion": budget.attitude_fit_criterion,
-        "attitude_fit_objective": (
-            round(attitude_log[-1]["objective"], 3) if attitude_log else None
-        ),
+        "attitude_fit_value": (round(attitude_log[-1]["criterion"], 4) if attitude_log else None),
         "risk": round(float(candidate.placement.risk.detach()[0]), 4),
         "time_value_usd_per_gpu_h": round(float(candidate.placement.time_value.detach()[0]), 4),
         "patience": round(float(candidate.placement.patience.detach()[0]), 4),
@@ -140,7 +148,7 @@ def train_dual_agent(
     }
     return RunResult(
         model=candidate,
-        wins=cand[0] < inc[0],
+        wins=cand_value < inc_value,
         held_out=len(held_out),
         metrics=metrics,
         log=log,

@@ -3,10 +3,10 @@
 A retraining is: MAPPO updates of both agents together in the simulator (`rl`),
 the GP's hyperparameters fitted on the feedback of episodes played by the
 candidate (`gp`), the placement head's patience, value of time and risk set by
-a coordinate search of the shared objective on training windows (`attitude`,
-:mod:`training.dual_agent.attitude_fit`), and the verdict on held-out episodes against the incumbent
-(`evaluation`, lower fee + weighted JCT wins). Episodes are windows of the
-shared Philly trace on the heterogeneous cluster
+a coordinate search on training windows (`attitude`,
+:mod:`training.dual_agent.attitude_fit`), and the verdict on held-out episodes against the
+incumbent by the search's own criterion (`evaluation`; `attitude_fit_criterion`, lower
+wins). Episodes are windows of the shared Philly trace on the heterogeneous cluster
 (:mod:`training.dual_agent.episodes`): the decision log is not needed (ours:
 the log rarely holds a heterogeneous cluster's whole history, and the GP's
 online part already learns from the cluster's own feedback between
@@ -61,10 +61,12 @@ class DualAgentBudget(TrainingBudget):
     attitude_fit_criterion: Literal["objective", "weakest-margin", "weakest-share"] = Field(
         default="weakest-share",
         description=(
-            "What the attitude search lowers: `objective` (fee + jct_weight $ per job-hour), "
-            "`weakest-margin` (minus the weakest paired margin, in standard errors, of fee and "
-            "mean JCT against Tiresias and the greedy baseline) or `weakest-share` (minus the "
-            "weakest of those four margins as a share of the baseline's total)."
+            "What the attitude search lowers, and what the verdict on held-out episodes "
+            "compares the candidate and the active version by: `objective` (fee + "
+            "jct_weight $ per job-hour), `weakest-margin` (minus the weakest paired margin, "
+            "in standard errors, of fee and mean JCT against Tiresias and the greedy "
+            "baseline) or `weakest-share` (minus the weakest of those four margins as a "
+            "share of the baseline's total)."
         ),
     )
     jct_weight: float = Field(
