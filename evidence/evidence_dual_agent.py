@@ -206,6 +206,7 @@ def section(
     seeds: int,
     windows: int,
     gp_seeds: int,
+    jobs: int,
     second: tuple[list[str], Runs] | None = None,
 ) -> str:
     met = target_met(runs)
@@ -219,7 +220,7 @@ def section(
             "",
             "### The second held-out set: the verdict",
             "",
-            f"{len(SECOND_HELD_OUT_STARTS)} more windows of 60 jobs, at rows {first_row:,} to "
+            f"{len(SECOND_HELD_OUT_STARTS)} more windows of {jobs} jobs, at rows {first_row:,} to "
             f"{last_row:,} of the same trace (three in every thousand rows, none overlapping "
             f"the first set's), {count // len(SECOND_HELD_OUT_STARTS)} seeds each ({count} "
             "runs), "
@@ -239,7 +240,7 @@ def section(
         [
             "## Dual agent: fee and JCT on the heterogeneous cluster",
             "",
-            f"{windows} held-out windows of 60 jobs of `philly.2w-2017-10-02.csv` on "
+            f"{windows} held-out windows of {jobs} jobs of `philly.2w-2017-10-02.csv` on "
             "`hetero-gavel.json` at a third of its size (12 V100, 12 P100, 12 K80 GPUs; "
             "Gavel's model families; durations capped at 4 h), each with "
             f"{seeds} seeds (the seed draws the model families and every machine's speed "
@@ -361,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=args.seeds,
         windows=args.windows,
         gp_seeds=GP_SEEDS,
+        jobs=args.jobs,
         second=second,
     )
     if args.write:
