@@ -280,7 +280,8 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
     return Results(tuple(rows), windows, watch.wall_s)
 
 
-def _pct(value: float) -> str:
+def pct(value: float) -> str:
+    """A relative change as the tables write it: signed, one decimal, a true minus."""
     return f"{value * 100:+.1f} %".replace("-", "−")
 
 
@@ -292,10 +293,11 @@ def _changes(ours: Sequence[float], theirs: Sequence[float] | float) -> list[flo
 
 
 def verdict(changes: Sequence[float]) -> str:
-    """`mean ± SD` of per-seed changes, and whether that is lower, higher or a tie."""
+    """`mean ± SD` of paired changes (per seed, or per window), and whether that is lower,
+    higher or a tie."""
     sign, mean, spread = over_seeds(changes)
     shown = f" ± {spread * 100:.1f}" if len(changes) > 1 else ""
-    return f"{_pct(mean)}{shown} ({('tie', 'higher', 'lower')[sign]})"
+    return f"{pct(mean)}{shown} ({('tie', 'higher', 'lower')[sign]})"
 
 
 def render(results: Results) -> str:
@@ -356,8 +358,8 @@ def _reading(results: Results) -> list[str]:
             f"{verdict(_changes(paper.rl, paper.drf))} (our jobs: "
             f"{verdict(_changes(large.rl, large.drf))}), and Optimus scaling, which sizes "
             "servers for speed, is itself "
-            f"{_pct(paper.optimus / paper.drf - 1.0)} against DRF there "
-            f"({_pct(large.optimus / large.drf - 1.0)} with our jobs)."
+            f"{pct(paper.optimus / paper.drf - 1.0)} against DRF there "
+            f"({pct(large.optimus / large.drf - 1.0)} with our jobs)."
         )
     if in_place is not None:
         lines.append(
@@ -373,8 +375,8 @@ def _reading(results: Results) -> list[str]:
             f"scaling is {verdict(_changes(whole.rl, whole.drf))} and against Optimus "
             f"scaling {verdict(_changes(whole.rl, whole.optimus))}; DRF scaling itself "
             + (
-                f"moves by {_pct(whole.drf / in_place.drf - 1.0)} and DL2 RL by "
-                f"{_pct(statistics.fmean(whole.rl) / statistics.fmean(in_place.rl) - 1.0)} "
+                f"moves by {pct(whole.drf / in_place.drf - 1.0)} and DL2 RL by "
+                f"{pct(statistics.fmean(whole.rl) / statistics.fmean(in_place.rl) - 1.0)} "
                 "against the row before, where running jobs keep what they hold."
                 if in_place is not None
                 else "has no row to compare with."
@@ -384,7 +386,7 @@ def _reading(results: Results) -> list[str]:
     reached = statistics.fmean(_changes(best.rl, best.drf)) <= -PAPER_CUT["drf"]
     lines.append(
         f"* **Beside the paper.** The largest margin against DRF scaling is "
-        f"{_pct(statistics.fmean(_changes(best.rl, best.drf)))} ({best.condition.label}); "
+        f"{pct(statistics.fmean(_changes(best.rl, best.drf)))} ({best.condition.label}); "
         + (
             "the paper's 44.1 % is reached there."
             if reached

@@ -35,8 +35,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.evidence_dl2_gap import CONDITIONS, PAPER_CUT, Condition, Windows
-from evidence.runner import Stopwatch, add_out, command_line, machine, over_seeds, write_section
+from evidence.evidence_dl2_gap import CONDITIONS, PAPER_CUT, Condition, Windows, pct, verdict
+from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
 from policies.learned.dl2.network import Dl2Model
 from policies.learned.dl2.shipped import shipped_bytes
 from simulator.bounds import floors_s
@@ -161,16 +161,9 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
     return Results(tuple(groups), len(held_out), watch.wall_s)
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:+.1f} %".replace("-", "−")
-
-
 def per_window(ours: Sequence[float], drf: Sequence[float]) -> str:
     """Per-window change against DRF, mean ± SD over the windows, with the verdict."""
-    changes = [o / d - 1.0 for o, d in zip(ours, drf, strict=True)]
-    sign, mean, spread = over_seeds(changes)
-    shown = f" ± {spread * 100:.1f}" if len(changes) > 1 else ""
-    return f"{_pct(mean)}{shown} ({('tie', 'higher', 'lower')[sign]})"
+    return verdict([o / d - 1.0 for o, d in zip(ours, drf, strict=True)])
 
 
 def _rows(group: Group) -> list[tuple[str, tuple[float, ...], str]]:
@@ -209,7 +202,7 @@ def render(results: Results) -> str:
             mean = statistics.fmean(values)
             lines.append(
                 f"| {SETTINGS[group.condition.key]} | {name} | {finished} | {mean:,.0f} | "
-                f"{_pct(mean / statistics.fmean(drf) - 1.0)} | {per_window(values, drf)} | "
+                f"{pct(mean / statistics.fmean(drf) - 1.0)} | {per_window(values, drf)} | "
                 f"{mean / floor:.2f} |"
             )
     lines += ["", *_reading(results)]
@@ -226,17 +219,17 @@ def _reading(results: Results) -> list[str]:
     floor = statistics.fmean(ours.floor_s)
     lines.append(
         "* **Room exists; the heuristics use little of it, even picked in hindsight.** With our "
-        f"jobs the floor is {_pct(floor / drf - 1.0)} against DRF scaling: no policy, "
+        f"jobs the floor is {pct(floor / drf - 1.0)} against DRF scaling: no policy, "
         "even one that knew every job's future, can go further. The best "
         "heuristic of each window, picked in hindsight, goes "
-        f"{_pct(hindsight / drf - 1.0)}; the best single heuristic, Optimus scaling, "
-        f"{_pct(optimus / drf - 1.0)}."
+        f"{pct(hindsight / drf - 1.0)}; the best single heuristic, Optimus scaling, "
+        f"{pct(optimus / drf - 1.0)}."
     )
     if SHIPPED in ours.jct_s:
         dl2 = statistics.fmean(ours.jct_s[SHIPPED])
         lines.append(
-            f"* **DL2.** The shipped model is {_pct(dl2 / drf - 1.0)} against DRF scaling and "
-            f"{_pct(dl2 / optimus - 1.0)} against Optimus scaling; the targets of −20 % and "
+            f"* **DL2.** The shipped model is {pct(dl2 / drf - 1.0)} against DRF scaling and "
+            f"{pct(dl2 / optimus - 1.0)} against Optimus scaling; the targets of −20 % and "
             f"−5 % would need a mean JCT of {drf * 0.8:,.0f} s and {optimus * 0.95:,.0f} s, "
             f"and the hindsight pick of heuristics reaches {hindsight:,.0f} s."
         )
@@ -250,9 +243,9 @@ def _reading(results: Results) -> list[str]:
         g_drf = statistics.fmean(group.jct_s["drf"])
         lines.append(
             f"* **{SETTINGS[group.condition.key].capitalize()}.** Optimus scaling "
-            f"{_pct(statistics.fmean(group.jct_s['optimus']) / g_drf - 1.0)}, the hindsight "
-            f"pick {_pct(statistics.fmean(group.hindsight) / g_drf - 1.0)}, the floor "
-            f"{_pct(statistics.fmean(group.floor_s) / g_drf - 1.0)} against DRF scaling."
+            f"{pct(statistics.fmean(group.jct_s['optimus']) / g_drf - 1.0)}, the hindsight "
+            f"pick {pct(statistics.fmean(group.hindsight) / g_drf - 1.0)}, the floor "
+            f"{pct(statistics.fmean(group.floor_s) / g_drf - 1.0)} against DRF scaling."
         )
     best_optimus = min(
         statistics.fmean(g.jct_s["optimus"]) / statistics.fmean(g.jct_s["drf"]) - 1.0
@@ -260,9 +253,9 @@ def _reading(results: Results) -> list[str]:
     )
     lines.append(
         "* **Beside the paper.** The paper's two margins put its Optimus "
-        f"{_pct(-PAPER_OPTIMUS_CUT)} against its DRF; here Optimus scaling is at best "
-        f"{_pct(best_optimus)} against DRF scaling, and the best of three heuristics per "
-        f"window, in hindsight, {_pct(hindsight / drf - 1.0)}. The scaling heuristics differ "
+        f"{pct(-PAPER_OPTIMUS_CUT)} against its DRF; here Optimus scaling is at best "
+        f"{pct(best_optimus)} against DRF scaling, and the best of three heuristics per "
+        f"window, in hindsight, {pct(hindsight / drf - 1.0)}. The scaling heuristics differ "
         "far less on these jobs and clusters than on the paper's; margins measured against "
         "baselines as far apart as the paper's have no counterpart here."
     )
