@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from app.deps import AdminDep, ServicesDep
 from app.errors import ErrorOut, error_responses
@@ -18,6 +19,26 @@ from app.schemas import (
 )
 
 router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+class AnyText(Convertor[str]):
+    """A path parameter that may hold any text, `/` and line breaks included: a snapshot's
+    `cluster_id` is any string of 1 to 255 characters, and Starlette's own `path`
+    convertor (`.*`) stops at a line break, so such a cluster's route would not match
+    (a 404 the spec does not document) instead of being reached or validated."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+# Registered by name, once, before the routes below are compiled (Starlette keeps one
+# table of convertors for every app; registering again replaces it with its equal).
+register_url_convertor("text", AnyText())
 
 
 @router.get(
@@ -83,8 +104,9 @@ def get_retrain(job_id: str, _: AdminDep, services: ServicesDep) -> RetrainJobOu
 
 
 @router.delete(
-    # `:path`: a cluster id may hold a `/` (the snapshot schema allows it), sent as `%2F`.
-    "/clusters/{cluster_id:path}/state",
+    # `:text`: a cluster id may hold a `/` (sent as `%2F`) or a line break, as the snapshot
+    # schema allows.
+    "/clusters/{cluster_id:text}/state",
     name="drop_cluster_state",
     response_model=ClusterStateDroppedOut,
     responses={

@@ -223,6 +223,24 @@ def test_a_cluster_id_with_a_slash_is_reached_when_sent_encoded(client: TestClie
     assert held(client, "team/a") == []
 
 
+def test_a_cluster_id_with_a_line_break_is_reached_too(client: TestClient) -> None:
+    # The snapshot schema accepts any text as a cluster id, control characters included.
+    with_state(client, "team\na")
+
+    answer = drop(client, "team%0Aa")
+
+    assert answer["cluster_id"] == "team\na"
+    assert answer["dropped"] == ["oasis", "rwgp", "learned-events"]
+    assert held(client, "team\na") == []
+
+
+def test_an_empty_cluster_id_is_422_naming_it(client: TestClient) -> None:
+    response = client.delete("/admin/clusters//state", headers=_auth())
+
+    assert response.status_code == 422
+    assert [p["path"] for p in response.json()["problems"]] == ["path.cluster_id"]
+
+
 def test_an_overlong_cluster_id_is_422_naming_it(client: TestClient) -> None:
     response = client.delete(f"/admin/clusters/{'c' * 256}/state", headers=_auth())
 
