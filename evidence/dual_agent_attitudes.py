@@ -17,20 +17,26 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import math
-import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from evidence.evidence_dual_agent import paired
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.dual_agent.shipped import shipped_model
 from training.dl2.episodes import EpisodeSpec
-from training.dual_agent.attitude_fit import BASELINES, attitude, set_attitude
+from training.dual_agent.attitude_fit import (
+    BASELINES,
+    attitude,
+    baseline_plays,
+    fees_and_jcts,
+    play,
+    set_attitude,
+)
 from training.dual_agent.episodes import training_episodes
-from training.dual_agent.evaluation import decider, score
+from training.dual_agent.evaluation import decider
 
 JCT_WEIGHT = 2.0
 
@@ -46,27 +52,16 @@ def runs(offset: int, step: int, repetitions: int, jobs: int = 60) -> list[Episo
     ]
 
 
-def _played(engine_runs: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
-    return [fee for fee, _ in engine_runs], [jct for _, jct in engine_runs]
-
-
-def _difference(ours: Sequence[float], theirs: Sequence[float]) -> str:
-    diffs = [a - b for a, b in zip(ours, theirs, strict=True)]
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.inf
-    return f"{statistics.fmean(diffs):+,.1f} ± {se:,.1f}"
+def _difference(ours: list[float], theirs: list[float]) -> str:
+    mean, se = paired(ours, theirs)
+    return f"{mean:+,.1f} ± {se:,.1f}"
 
 
 def margins(
     model: DualAgentModel, attitudes: Sequence[Attitude], episodes: Sequence[EpisodeSpec]
 ) -> list[str]:
     """A Markdown table: per attitude, fee and mean JCT minus each baseline's."""
-
-    def play(engine_model: DualAgentModel | None, profile: str) -> list[tuple[float, float]]:
-        engine = decider(engine_model, profile=profile)
-        scores = [score(engine, episode, JCT_WEIGHT) for episode in episodes]
-        return [(s.fee_usd, s.avg_jct_s) for s in scores]
-
-    baselines = {profile: _played(play(None, profile)) for profile in BASELINES}
+    baselines = baseline_plays(episodes, JCT_WEIGHT)
     header = " | ".join(f"fee − {p} (USD) | JCT − {p} (s)" for p in BASELINES)
     rows = [f"| θ | λ ($/GPU-h) | κ | {header} |", "|---:|---:|---:|" + "---|---|" * 2]
     for wanted in attitudes:
@@ -74,11 +69,11 @@ def margins(
         for name, value in zip(("patience", "time_value", "risk"), wanted, strict=True):
             if value is not None:
                 set_attitude(served, name, value)
-        fee, jct = _played(play(served, "dual-agent"))
+        fee, jct = fees_and_jcts(play(decider(served), episodes, JCT_WEIGHT))
         own = attitude(served)
         cells = " | ".join(
             f"{_difference(fee, their_fee)} | {_difference(jct, their_jct)}"
-            for their_fee, their_jct in baselines.values()
+            for their_fee, their_jct in baselines
         )
         rows.append(
             f"| {own['patience']:.2f} | {own['time_value']:.2f} | {own['risk']:.2f} | {cells} |"

@@ -18,11 +18,10 @@ from training.dual_agent.attitude_fit import (
     CriterionName,
     Judge,
     attitude,
-    criterion,
     fit_attitude,
     fit_runs,
-    objective,
     paired_margin,
+    play,
     set_attitude,
     share_margin,
 )
@@ -199,14 +198,15 @@ def test_the_attitude_search_keeps_the_best_value_it_served_and_never_raises_the
 ):
     model = DualAgentModel.initial()
     runs = fit_runs([window(start=0, jobs=10, seed=7, cluster_fraction=0.12)], repetitions=1)
-    start = objective(model, runs, jct_weight=2.0)
+    judge = Judge("objective", runs, 2.0)
+    start = judge(model)
     grids = {"patience": (0.05, 0.5), "time_value": (0.05, 2.0)}
 
-    log = fit_attitude(model, criterion("objective", runs, 2.0), passes=1, grids=grids)
+    log = fit_attitude(model, judge, passes=1, grids=grids)
 
     assert [set(row) - {"pass", "criterion"} for row in log] == [{"patience"}, {"time_value"}]
     assert log[-1]["criterion"] <= start
-    assert objective(model, runs, jct_weight=2.0) == log[-1]["criterion"]
+    assert judge(model) == log[-1]["criterion"]
     assert attitude(model)["risk"] == DualAgentModel.initial().placement.risk.item()
 
 
@@ -226,7 +226,7 @@ def test_a_margin_search_lowers_minus_the_weakest_margin_over_the_baselines(
         [window(start=s, jobs=10, seed=7, cluster_fraction=0.12) for s in (0, 10)],
         repetitions=1,
     )
-    judge = criterion(name, runs, 2.0)
+    judge = Judge(name, runs, 2.0)
     start = judge(model)
 
     log = fit_attitude(model, judge, passes=1, grids={"patience": (0.05, 0.5)})
@@ -254,7 +254,7 @@ def test_an_attitude_value_set_is_the_value_served() -> None:
 def test_a_baseline_judged_against_itself_has_no_margin_to_spare() -> None:
     runs = fit_runs([window(start=0, jobs=10, seed=7, cluster_fraction=0.12)], repetitions=1)
     judge = Judge("weakest-share", runs, 2.0)
-    tiresias = judge.play(decider(profile="tiresias"))
+    tiresias = play(decider(profile="tiresias"), runs, 2.0)
 
     # Its margins against itself are 0, so minus the weakest of four is at least 0.
     assert judge.value(tiresias) >= 0.0

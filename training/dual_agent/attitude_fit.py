@@ -104,10 +104,21 @@ def fit_runs(episodes: Sequence[EpisodeSpec], repetitions: int) -> list[EpisodeS
     ]
 
 
-def objective(model: DualAgentModel, runs: Sequence[EpisodeSpec], jct_weight: float) -> float:
-    """Mean shared objective of `model` served on `runs` (a fresh decider: no GP state kept)."""
-    engine = decider(model)
-    return statistics.fmean(score(engine, run, jct_weight).objective for run in runs)
+def play(engine: EngineDecider, runs: Sequence[EpisodeSpec], jct_weight: float) -> list[Score]:
+    """`engine` (a model's or a baseline's decider) on every run."""
+    return [score(engine, run, jct_weight) for run in runs]
+
+
+def fees_and_jcts(played: Sequence[Score]) -> tuple[list[float], list[float]]:
+    """The fee and the mean JCT of each run played."""
+    return [s.fee_usd for s in played], [s.avg_jct_s for s in played]
+
+
+def baseline_plays(
+    runs: Sequence[EpisodeSpec], jct_weight: float
+) -> list[tuple[list[float], list[float]]]:
+    """Each of `BASELINES`, in order, on every run: its fees and mean JCTs."""
+    return [fees_and_jcts(play(decider(profile=p), runs, jct_weight)) for p in BASELINES]
 
 
 def paired_margin(ours: Sequence[float], theirs: Sequence[float]) -> float:
@@ -142,25 +153,17 @@ class Judge:
         self.runs = tuple(runs)
         self.jct_weight = jct_weight
         self.margin = paired_margin if name == "weakest-margin" else share_margin
-        self.baselines: list[tuple[list[float], list[float]]] = []
-        if name != "objective":
-            for profile in BASELINES:
-                played = self.play(decider(profile=profile))
-                self.baselines.append(([s.fee_usd for s in played], [s.avg_jct_s for s in played]))
-
-    def play(self, engine: EngineDecider) -> list[Score]:
-        """`engine` (a model's or a baseline's decider) on every run."""
-        return [score(engine, run, self.jct_weight) for run in self.runs]
+        self.baselines = [] if name == "objective" else baseline_plays(runs, jct_weight)
 
     def scores(self, model: DualAgentModel) -> list[Score]:
         """`model` served on every run (a fresh decider: no GP state carried over)."""
-        return self.play(decider(model))
+        return play(decider(model), self.runs, self.jct_weight)
 
     def value(self, played: Sequence[Score]) -> float:
         """The criterion of runs played by a model; lower is better."""
         if self.name == "objective":
             return statistics.fmean(s.objective for s in played)
-        fee, jct = [s.fee_usd for s in played], [s.avg_jct_s for s in played]
+        fee, jct = fees_and_jcts(played)
         return -min(
             min(self.margin(fee, their_fee), self.margin(jct, their_jct))
             for their_fee, their_jct in self.baselines
@@ -168,11 +171,6 @@ class Judge:
 
     def __call__(self, model: DualAgentModel) -> float:
         return self.value(self.scores(model))
-
-
-def criterion(name: CriterionName, runs: Sequence[EpisodeSpec], jct_weight: float) -> Criterion:
-    """The search's criterion on `runs` (module docstring); baselines are played once here."""
-    return Judge(name, runs, jct_weight)
 
 
 def fit_attitude(

@@ -15,7 +15,7 @@ from typing import Any
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.learned.dual_agent.shipped import shipped_model
 from training.dl2.reinforce import one_thread
-from training.dual_agent.attitude_fit import Judge, attitude, criterion, fit_attitude, fit_runs
+from training.dual_agent.attitude_fit import Judge, attitude, fit_attitude, fit_runs
 from training.dual_agent.episodes import held_out_episodes, training_episodes
 from training.dual_agent.evaluation import decider, means
 from training.dual_agent.gp_fit import fit_gp
@@ -104,7 +104,7 @@ def train_dual_agent(
         attitude_log = (
             fit_attitude(
                 candidate,
-                criterion(budget.attitude_fit_criterion, runs, budget.jct_weight),
+                Judge(budget.attitude_fit_criterion, runs, budget.jct_weight),
                 passes=passes,
                 on_step=lambda fraction: report("attitude", fraction),
             )
