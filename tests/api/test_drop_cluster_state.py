@@ -234,15 +234,11 @@ def test_a_cluster_id_with_a_line_break_is_reached_too(client: TestClient) -> No
     assert held(client, "team\na") == []
 
 
-def test_an_empty_cluster_id_is_422_naming_it(client: TestClient) -> None:
-    response = client.delete("/admin/clusters//state", headers=_auth())
-
-    assert response.status_code == 422
-    assert [p["path"] for p in response.json()["problems"]] == ["path.cluster_id"]
-
-
-def test_an_overlong_cluster_id_is_422_naming_it(client: TestClient) -> None:
-    response = client.delete(f"/admin/clusters/{'c' * 256}/state", headers=_auth())
+@pytest.mark.parametrize("cluster_id", ["", "c" * 256], ids=["empty", "overlong"])
+def test_an_empty_or_overlong_cluster_id_is_422_naming_it(
+    client: TestClient, cluster_id: str
+) -> None:
+    response = client.delete(f"/admin/clusters/{cluster_id}/state", headers=_auth())
 
     assert response.status_code == 422
     assert [p["path"] for p in response.json()["problems"]] == ["path.cluster_id"]
