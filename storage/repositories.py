@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Insert, Select, Table, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import InstrumentedAttribute, Session, defer
 
 from storage.compression import compress_documents
 from storage.models import (
@@ -53,6 +53,59 @@ def _insert_ignoring_duplicates(
     # the batched multi-row form SQLAlchemy uses for executemany.
     inserted = session.execute(statement.returning(key), list(rows))
     return len(inserted.all())
+
+
+def _feedback_of(
+    kind: str, column: InstrumentedAttribute[Any], since: datetime | None, limit: int
+) -> Select[tuple[str, Any, dict[str, Any]]]:
+    """(cluster, `column`, payload) of the `kind` events received from ``since`` on, in the
+    order received (ties by event id), at most `limit`."""
+    events = (
+        select(FeedbackEvent.cluster_id, column, FeedbackEvent.payload)
+        .where(FeedbackEvent.kind == kind)
+        .order_by(FeedbackEvent.received_at, FeedbackEvent.event_id)
+        .limit(limit)
+    )
+    if since is not None:
+        events = events.where(FeedbackEvent.received_at >= since)
+    return events
+
+
+def _finished_jobs(
+    session: Session, since: datetime | None, limit: int
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """``job_finished`` payloads received from ``since`` on, by (cluster, job), oldest first."""
+    events = _feedback_of("job_finished", FeedbackEvent.job_id, since, limit)
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cluster_id, job_id, payload in session.execute(events):
+        if job_id is not None and isinstance(payload, dict):
+            out.setdefault((cluster_id, job_id), []).append(payload)
+    return out
+
+
+def _first_finishes(
+    snapshot: Mapping[str, Any],
+    finished: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
+    joined: set[tuple[str, str]],
+) -> dict[str, Any]:
+    """The finish events of the snapshot's jobs not joined to an earlier record (see
+    :meth:`DecisionRepository.snapshots_and_decisions`); marks them joined."""
+    out: dict[str, Any] = {}
+    if not finished:
+        return out
+    cluster_id = snapshot.get("cluster_id", "default")
+    for job in snapshot.get("jobs", ()):
+        key = (cluster_id, job.get("id"))
+        if key in joined or key not in finished:
+            continue
+        submitted = job.get("submit_time", 0.0)
+        for payload in finished[key]:
+            ended = payload.get("finished_at")
+            if isinstance(ended, int | float) and ended >= submitted:
+                out[key[1]] = payload
+                joined.add(key)
+                break
+    return out
 
 
 _Query = TypeVar("_Query", bound=Select[Any])
@@ -159,6 +212,8 @@ class DecisionRepository:
         *,
         page_size: int = 200,
         exclude_callers: Sequence[str] = (),
+        finishes: bool = False,
+        max_finishes: int = 1_000_000,
     ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         """``(snapshot, decision)`` JSON of the window's decisions, oldest first, for training.
 
@@ -167,14 +222,34 @@ class DecisionRepository:
         `limit`, which counts every row of the window). Only the documents and stages are
         read, a page at a time, so a large window is not held in memory twice (rows and
         the trainer's copies).
+
+        With ``finishes``, each decision has ``finished``: the ``job_finished`` feedback
+        payloads of the jobs its snapshot is the first of the window to name, by job id.
+        An event belongs to a job of the same cluster (feedback ``cluster_id`` = snapshot
+        ``cluster_id``) and id; where a caller reuses job ids, to the earliest event
+        received whose ``finished_at`` is not before the job's ``submit_time`` (both on the
+        caller's clock). Events are read from ``since`` on with no upper bound: a job
+        finishes after the decisions that ran it.
         """
+        finished = _finished_jobs(self._session, since, max_finishes) if finishes else None
+        joined: set[tuple[str, str]] = set()
         query = select(Decision.snapshot, Decision.decision, Decision.stages)
         query = _window(query, since, until, profile, exclude_callers)
         query = query.order_by(Decision.created_at, Decision.decision_id).limit(limit)
         result = self._session.execute(query.execution_options(yield_per=page_size))
         for row in result:
-            if SCHEDULING_STAGES.issuperset(row.stages):
+            if not SCHEDULING_STAGES.issuperset(row.stages):
+                continue
+            if finished is None:
                 yield row.snapshot, row.decision
+                continue
+            yield (
+                row.snapshot,
+                {
+                    **row.decision,
+                    "finished": _first_finishes(row.snapshot, finished, joined),
+                },
+            )
 
     def dispatches_with_outcomes(
         self,
@@ -197,14 +272,7 @@ class DecisionRepository:
         bound: outcomes arrive after the decisions they follow. Scheduling decisions share
         the table and are skipped (after ``limit``, which counts every row of the window).
         """
-        events = (
-            select(FeedbackEvent.cluster_id, FeedbackEvent.occurred_at, FeedbackEvent.payload)
-            .where(FeedbackEvent.kind == "inference")
-            .order_by(FeedbackEvent.received_at, FeedbackEvent.event_id)
-            .limit(max_outcomes)
-        )
-        if since is not None:
-            events = events.where(FeedbackEvent.received_at >= since)
+        events = _feedback_of("inference", FeedbackEvent.occurred_at, since, max_outcomes)
         outcomes: dict[tuple[str, str], list[tuple[float | None, dict[str, Any]]]] = {}
         for cluster_id, occurred_at, payload in self._session.execute(events):
             request_id = payload.get("request_id") if isinstance(payload, dict) else None

@@ -41,15 +41,24 @@ Start = Literal["incumbent", "scratch"]
 Record = tuple[Mapping[str, Any], Mapping[str, Any]]
 """One logged decision: (snapshot, decision), as the decision log stores them."""
 
-LoggedSource = Literal["decisions", "dispatches"]
+LoggedSource = Literal["decisions", "decisions-with-finishes", "dispatches"]
+
+_LOGGED_SOURCES: tuple[LoggedSource, ...] = ("decisions-with-finishes", "dispatches")
 
 
 def logged_source(trainer: object) -> LoggedSource:
-    """Which logged records a trainer's `records` are: `decisions` (the scheduling decisions,
-    the default), or `dispatches` (the dispatch answers, each decision with the `outcomes`
-    of its requests: `storage.repositories.DecisionRepository.dispatches_with_outcomes`),
-    as the trainer's class attribute `logged` says."""
-    return "dispatches" if getattr(trainer, "logged", None) == "dispatches" else "decisions"
+    """Which logged records a trainer's `records` are, as the trainer's class attribute
+    `logged` says: `decisions` (the scheduling decisions, the default);
+    `decisions-with-finishes` (the same, each decision with the `job_finished` feedback of
+    the jobs its snapshot is the first to name, under `finished`:
+    `storage.repositories.DecisionRepository.snapshots_and_decisions(finishes=True)`); or
+    `dispatches` (the dispatch answers, each decision with the `outcomes` of its requests:
+    `storage.repositories.DecisionRepository.dispatches_with_outcomes`)."""
+    logged = getattr(trainer, "logged", None)
+    for source in _LOGGED_SOURCES:
+        if logged == source:
+            return source
+    return "decisions"
 
 
 class TrainingError(ValueError):

@@ -388,18 +388,19 @@ def _records(
 ) -> Iterator[Record]:
     with sessions() as session:
         repository = DecisionRepository(session)
-        read = (
-            repository.dispatches_with_outcomes
-            if source == "dispatches"
-            else repository.snapshots_and_decisions
-        )
-        yield from read(
-            request.window.since,
-            request.window.until,
-            request.profile,
-            limit=int(request.budget["max_records"]),
-            exclude_callers=request.exclude_callers,
-        )
+        window = (request.window.since, request.window.until, request.profile)
+        limit, excluded = int(request.budget["max_records"]), request.exclude_callers
+        if source == "dispatches":
+            yield from repository.dispatches_with_outcomes(
+                *window, limit=limit, exclude_callers=excluded
+            )
+        else:
+            yield from repository.snapshots_and_decisions(
+                *window,
+                limit=limit,
+                exclude_callers=excluded,
+                finishes=source == "decisions-with-finishes",
+            )
 
 
 def new_version_name(weights: bytes, now: datetime | None = None) -> str:

@@ -31,6 +31,20 @@ def test_retrain_without_redis_runs_in_a_local_process_and_the_service_swaps_to_
     client: TestClient,
 ) -> None:
     log_decisions(client)
+    # The caller reports two of the four logged jobs finished; j1's event measures no run.
+    events = [
+        {"job_id": "j0", "started_at": 1000.0, "finished_at": 1450.0},
+        {"job_id": "j1", "finished_at": 1800.0},
+    ]
+    feedback = {
+        "events": [
+            {"event_id": f"retrain:{e['job_id']}", "kind": "job_finished", "cluster_id": "retrain"}
+            | e
+            for e in events
+        ]
+    }
+    assert client.post("/v1/feedback", json=feedback).status_code == 202
+    assert client.app.state.decision_log.flush(timeout_s=30.0)  # type: ignore[attr-defined]
     before = scaling_version(client)
 
     response = client.post(
@@ -57,6 +71,8 @@ def test_retrain_without_redis_runs_in_a_local_process_and_the_service_swaps_to_
     # Three decisions on four jobs fill no 8-job episode: RL played the shared traces.
     assert job["metrics"]["rl_episodes"] == "shared-traces"
     assert job["metrics"]["logged_jobs"] == 4
+    assert job["metrics"]["logged_jobs_measured"] == 1  # j0 runs its 450 s when replayed
+    assert job["metrics"]["logged_jobs_interrupted"] == 0
     assert job["started_at"] is not None
     assert job["finished_at"] is not None
     assert before.startswith("1+shipped-")

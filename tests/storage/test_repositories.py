@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError, InvalidRequestError
 from sqlalchemy.orm import Session
 
 from storage.models import FeedbackEvent, ModelVersion, RetrainStatus
+from storage.records import FeedbackRecord
 from storage.repositories import (
     DecisionRepository,
     FeedbackRepository,
@@ -332,6 +333,97 @@ def test_training_reads_only_scheduling_decisions_not_reclaims_or_dispatches(
 
     assert len(rows) == 1
     assert "ordering" in rows[0][1]
+
+
+def _snapshot(cluster_id: str, *jobs: tuple[str, float]) -> dict[str, object]:
+    return {
+        "cluster_id": cluster_id,
+        "nodes": [{"id": "n1", "gpus": 8}],
+        "jobs": [{"id": job_id, "submit_time": submitted} for job_id, submitted in jobs],
+    }
+
+
+def _finished(
+    job_id: str,
+    finished_at: float,
+    *,
+    cluster_id: str = "cluster-a",
+    received_at: datetime = T0 + timedelta(hours=2),
+    **more: object,
+) -> FeedbackRecord:
+    """A `job_finished` event as the feedback service logs it (payload without the ids)."""
+    payload = {"job_id": job_id, "started_at": 0.0, "finished_at": finished_at, **more}
+    return make_feedback(
+        cluster_id=cluster_id, job_id=job_id, payload=payload, received_at=received_at
+    )
+
+
+def test_training_reads_each_jobs_finish_with_the_first_decision_that_names_it(
+    session: Session,
+) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [
+            make_decision("first", created_at=T0, snapshot=_snapshot("cluster-a", ("j1", 0.0))),
+            make_decision(
+                "second",
+                created_at=T0 + timedelta(minutes=1),
+                snapshot=_snapshot("cluster-a", ("j1", 0.0), ("j2", 30.0), ("j3", 40.0)),
+            ),
+        ]
+    )
+    FeedbackRepository(session).add_many_ignoring_duplicates(
+        [
+            _finished("j1", 500.0, outcome="completed"),
+            _finished("j2", 900.0),
+            _finished("j3", 700.0, cluster_id="cluster-b"),  # another cluster's job j3
+            make_feedback(kind="throughput", job_id="j2", payload={"samples_per_s": 1.0}),
+        ]
+    )
+
+    rows = list(decisions.snapshots_and_decisions(finishes=True))
+    plain = list(decisions.snapshots_and_decisions())
+
+    assert [decision["finished"] for _, decision in rows] == [
+        {"j1": {"job_id": "j1", "started_at": 0.0, "finished_at": 500.0, "outcome": "completed"}},
+        {"j2": {"job_id": "j2", "started_at": 0.0, "finished_at": 900.0}},
+    ]
+    assert [{k: v for k, v in d.items() if k != "finished"} for _, d in rows] == [
+        d for _, d in plain
+    ]
+    assert all("finished" not in decision for _, decision in plain)
+
+
+def test_a_reused_job_id_is_joined_to_the_finish_not_before_its_submission(
+    session: Session,
+) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [make_decision("later", created_at=T0, snapshot=_snapshot("cluster-a", ("j1", 1000.0)))]
+    )
+    FeedbackRepository(session).add_many_ignoring_duplicates(
+        [_finished("j1", 400.0), _finished("j1", 1600.0)]  # the first is an earlier job's
+    )
+
+    (row,) = decisions.snapshots_and_decisions(finishes=True)
+
+    assert row[1]["finished"]["j1"]["finished_at"] == 1600.0
+
+
+def test_finishes_reported_before_the_window_are_not_read(session: Session) -> None:
+    decisions = DecisionRepository(session)
+    decisions.add_many(
+        [make_decision("d", created_at=T0, snapshot=_snapshot("cluster-a", ("j1", 0.0)))]
+    )
+    FeedbackRepository(session).add_many_ignoring_duplicates(
+        [_finished("j1", 500.0, received_at=T0 - timedelta(days=1))]
+    )
+
+    (row,) = decisions.snapshots_and_decisions(T0, finishes=True)
+    (unbounded,) = decisions.snapshots_and_decisions(finishes=True)
+
+    assert row[1]["finished"] == {}
+    assert set(unbounded[1]["finished"]) == {"j1"}
 
 
 def test_retrain_job_records_progress_and_when_it_ran(session: Session) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from policies.model import ScalingRule, Snapshot, convert
 from simulator.perf import GENERIC
-from training.dl2.logged import logged_episodes, simulated_family
+from training.dl2.logged import FINISHED, logged_episodes, simulated_family
 
 NODES = [
     {"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "topology": {"rack": "r0"}} for i in range(2)
@@ -25,11 +25,27 @@ def record(
     nodes: list[dict[str, Any]] | None = None,
     cluster_id: str = "east",
     now: float = 0.0,
+    finished: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A logged (snapshot, decision) pair as the log stores it: JSON, validated on the way in."""
+    """A logged (snapshot, decision) pair as the log stores it: JSON, validated on the way in;
+    `finished`: the `job_finished` payloads the repository joins to it, by job id."""
     snapshot = {"cluster_id": cluster_id, "now": now, "nodes": nodes or NODES, "jobs": jobs}
     convert(snapshot, Snapshot)
-    return snapshot, {"decision_id": "d"}
+    decision: dict[str, Any] = {"decision_id": "d"}
+    if finished is not None:
+        decision[FINISHED] = finished
+    return snapshot, decision
+
+
+def finish(started_at: float | None, finished_at: float, **fields: object) -> dict[str, Any]:
+    """A `job_finished` event's payload as the feedback log stores it."""
+    return {"started_at": started_at, "finished_at": finished_at, "outcome": "completed", **fields}
+
+
+def running(job_id: str, submit_time: float, gpus: int = 1, **fields: object) -> dict[str, Any]:
+    """A job running on `gpus` GPUs of node n0 (one worker of one GPU asked unless `fields`)."""
+    placement = [{"node_id": "n0", "gpu_indices": list(range(gpus))}]
+    return job(job_id, submit_time, state="running", placement=placement, **fields)
 
 
 def test_a_job_seen_in_many_snapshots_becomes_one_simulated_job_as_first_seen() -> None:
@@ -176,3 +192,88 @@ def test_logged_models_map_to_simulated_families_or_the_generic_one(
     model: str, family: str
 ) -> None:
     assert simulated_family(model) == family
+
+
+def test_a_reported_finish_replaces_the_estimate_while_schedulers_still_see_the_estimate() -> None:
+    records = [
+        record([job("a", 100.0)]),
+        record([running("a", 100.0)], finished={"a": finish(150.0, 1050.0)}),
+        record([job("b", 200.0)]),
+    ]
+
+    found = logged_episodes(records, jobs_per_episode=2)
+
+    (episode,) = found.episodes
+    a, b = episode.job_specs()
+    assert (a.duration_s, a.estimate_s) == (900.0, 600.0)
+    assert (b.duration_s, b.estimate_s) == (600.0, 600.0)
+    assert (found.measured, found.interrupted) == (1, 0)
+
+
+@pytest.mark.parametrize("outcome", ["failed", "killed"], ids=["a failed job", "a killed job"])
+def test_a_job_that_ended_without_completing_runs_as_long_as_it_held_its_gpus(
+    outcome: str,
+) -> None:
+    records = [record([running("a", 0.0)], finished={"a": finish(10.0, 70.0, outcome=outcome)})]
+
+    (episode,) = logged_episodes(records, jobs_per_episode=1).episodes
+
+    assert episode.job_specs()[0].duration_s == 60.0
+
+
+@pytest.mark.parametrize(
+    "sightings",
+    [
+        [running("a", 0.0), job("a", 0.0), running("a", 0.0)],
+        [running("a", 0.0), job("a", 0.0, state="suspended")],
+        [running("a", 0.0, gpus=2)],
+        [
+            running("a", 0.0, min_workers=1, max_workers=4),
+            running("a", 0.0, gpus=3, workers=1, min_workers=1, max_workers=4),
+        ],
+    ],
+    ids=["preempted and resumed", "suspended", "on more GPUs than asked", "grown"],
+)
+def test_a_job_the_log_shows_preempted_or_resized_keeps_its_estimate(
+    sightings: list[dict[str, Any]],
+) -> None:
+    records = [record([sighting]) for sighting in sightings]
+    records.append(record([], finished={"a": finish(0.0, 5000.0)}))
+    records[-1][0]["jobs"] = [sightings[-1]]
+
+    found = logged_episodes(records, jobs_per_episode=1)
+
+    (episode,) = found.episodes
+    assert episode.job_specs()[0].duration_s == 600.0
+    assert (found.measured, found.interrupted) == (0, 1)
+
+
+def test_a_job_that_logged_no_work_is_simulated_from_its_measured_run() -> None:
+    unknown = {
+        "id": "u",
+        "submit_time": 0.0,
+        "state": "running",
+        "placement": [{"node_id": "n0", "gpu_indices": [0]}],
+    }
+    records = [record([unknown], finished={"u": finish(5.0, 305.0)})]
+
+    found = logged_episodes(records, jobs_per_episode=1)
+
+    (episode,) = found.episodes
+    spec = episode.job_specs()[0]
+    assert (spec.duration_s, spec.estimate_s) == (300.0, 300.0)
+    assert (found.jobs, found.skipped, found.measured) == (1, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [finish(None, 500.0), finish(500.0, 500.0), finish(900.0, 100.0), {"finished_at": "soon"}],
+    ids=["no start", "no span", "ends before it starts", "not a number"],
+)
+def test_a_finish_that_measures_no_run_leaves_the_estimate(event: dict[str, Any]) -> None:
+    records = [record([running("a", 0.0)], finished={"a": event})]
+
+    found = logged_episodes(records, jobs_per_episode=1)
+
+    assert found.episodes[0].job_specs()[0].duration_s == 600.0
+    assert found.measured == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,8 +15,8 @@ from policies.model import to_builtins
 from policies.registry import build_registry
 from simulator.deciders import EngineDecider
 from training.dl2.episodes import EpisodeSpec
-from training.dl2.imitation import simulated_records, teacher_profile
-from training.dl2.logged import logged_episodes
+from training.dl2.imitation import demonstrations, simulated_records, teacher_profile
+from training.dl2.logged import FINISHED, logged_episodes
 from training.dl2.retrain import (
     EpisodeSets,
     RetrainBudget,
@@ -206,3 +207,55 @@ def test_an_episode_replayed_from_its_own_log_runs_as_the_original(
 
     assert again["avg_jct_s"] == original["avg_jct_s"]
     assert again["jobs_completed"] == original["jobs_completed"] == episode.jobs
+
+
+def test_imitation_reads_records_with_joined_finishes_as_it_reads_them_without(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model
+) -> None:
+    finish = {"started_at": 0.0, "finished_at": 60.0, "outcome": "completed"}
+    joined = [
+        (snapshot, {**decision, FINISHED: {job["id"]: finish for job in snapshot["jobs"]}})
+        for snapshot, decision in logged
+    ]
+
+    plain = demonstrations(logged, incumbent.config)
+    with_finishes = demonstrations(joined, incumbent.config)
+
+    assert len(plain) > 0
+    assert (with_finishes.actions == plain.actions).all()
+    assert (with_finishes.states == plain.states).all()
+
+
+def test_a_logged_window_replays_each_job_for_the_run_its_caller_reported(
+    episode: EpisodeSpec,
+) -> None:
+    """Rigid jobs served FIFO, logged as the service logs them with every estimate three
+    times too long, and each job's finish reported with its start: the replayed episode
+    runs each job for its reported span and shows schedulers the logged estimate."""
+    rigid = dataclasses.replace(episode, elastic_fraction=0.0, ps_fraction=0.0)
+    decide = EngineDecider.named("fifo")
+    sim = rigid.simulation()
+    snapshot = sim.reset(seed=rigid.seed)
+    records: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    while snapshot is not None:
+        decision = decide(snapshot, sim.round_seed(), "live")
+        logged_snapshot = to_builtins(snapshot)
+        for job in logged_snapshot["jobs"]:
+            job["estimated_duration_s"] *= 3
+        records.append((logged_snapshot, to_builtins(decision)))
+        snapshot, _ = sim.step(decision)
+    ran = sim.result().jobs
+    spans = {j.job_id: j.finish_s - j.first_start_s for j in ran}  # type: ignore[operator]
+    records[-1][1][FINISHED] = {
+        j.job_id: {"started_at": j.first_start_s, "finished_at": j.finish_s} for j in ran
+    }
+
+    found = logged_episodes(records, rigid.jobs)
+
+    (replayed,) = found.episodes
+    assert (found.measured, found.interrupted) == (rigid.jobs, 0)
+    assert all(j.preemptions == 0 for j in ran)
+    assert {j.id: j.duration_s for j in replayed.job_specs()} == spans
+    assert {j.id: j.estimate_s for j in replayed.job_specs()} == {
+        j.id: 3 * j.estimate_s for j in rigid.job_specs()
+    }

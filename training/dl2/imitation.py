@@ -44,6 +44,7 @@ from policies.profiles import Profile, load_profiles
 from policies.registry import Registry, build_registry
 from simulator.deciders import EngineDecider
 from training.dl2.episodes import EpisodeSpec
+from training.dl2.logged import without_finishes
 
 Record = tuple[Snapshot | Mapping[str, Any], Decision | Mapping[str, Any]]
 """(snapshot, decision): model objects, or their JSON as stored in the decision log."""
@@ -100,7 +101,9 @@ def demonstrations(
             raw_snapshot if isinstance(raw_snapshot, Snapshot) else convert(raw_snapshot, Snapshot)
         )
         decision = (
-            raw_decision if isinstance(raw_decision, Decision) else convert(raw_decision, Decision)
+            raw_decision
+            if isinstance(raw_decision, Decision)
+            else convert(without_finishes(raw_decision), Decision)
         )
         if not decision.scaling:
             continue

@@ -9,12 +9,25 @@ and the nodes it had. :func:`logged_episodes` turns them into
 * **Jobs**: one per distinct job id of a cluster. The first snapshot that shows
   the job gives its submit time, tenant, requested workers and bounds, scaling
   rule, GPUs per worker, parameter servers and their cap, model and utility.
-  Its work is a run time in seconds at the requested workers, from the first
-  snapshot that logs one: its `estimated_duration_s`, else its `total_work`
-  read as seconds (the unit the simulator logs; a client may use another,
-  which is why the estimate, seconds by contract, comes first). A job that
-  never logs either is skipped and counted. Logged durations are the clients'
-  estimates, not measured run times.
+  Its work is a run time in seconds at the requested workers: the **measured**
+  one where the caller reported the job finished (below), else the first one a
+  snapshot logs: its `estimated_duration_s`, else its `total_work` read as
+  seconds (the unit the simulator logs; a client may use another, which is why
+  the estimate, seconds by contract, comes first). A job with neither is
+  skipped and counted. Either way the simulated job shows schedulers the
+  client's estimate, as the live job did (its run time where it logged none:
+  a simulated job always carries an estimate).
+* **Measured run times**: a decision record may carry, under
+  :data:`FINISHED`, the `job_finished` feedback of jobs its snapshot names
+  (`DecisionRepository.snapshots_and_decisions(finishes=True)` joins each
+  job's event to the first record that names it). An event with `started_at`
+  before `finished_at` measures the job's run: `finished_at - started_at`,
+  whatever its outcome (a failed or killed job held its GPUs that long too).
+  It is used only for a job the log shows running as requested and without a
+  break: a job some snapshot shows pending again after running (preempted), or
+  running on other than its requested GPUs (resized), ran at more than one
+  speed, and its span is no run time at the requested workers; such a job
+  keeps its estimate and is counted in `interrupted`.
 * **Model**: the job's `model` if the simulator's performance model knows it
   (by family or by the source's model name, case and punctuation aside), else
   the generic family (linear speed-up, no locality or GPU-type effect).
@@ -39,6 +52,7 @@ contend with it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +65,12 @@ from simulator.workload import JobSpec
 from training.dl2.episodes import EpisodeSpec
 
 LoggedRecord = tuple[Snapshot | Mapping[str, object], object]
-"""A decision record (snapshot, decision); only the snapshot is read here."""
+"""A decision record (snapshot, decision): the snapshot, and the decision's
+:data:`FINISHED` when it is a mapping that has them, are read here."""
+
+FINISHED = "finished"
+"""The key of a decision record's joined `job_finished` feedback: the event's payload
+(`started_at`, `finished_at`, `outcome`, ...) by job id."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,11 @@ class LoggedEpisodes:
     """Jobs after each cluster's last full window."""
     clusters: tuple[str, ...]
     """Clusters (snapshot `cluster_id`) that gave at least one episode."""
+    measured: int = 0
+    """Of `jobs`, those whose work is their measured run time (`job_finished` feedback)."""
+    interrupted: int = 0
+    """Jobs with a measured run that keep their estimate: the log shows them preempted or
+    resized, so the run's span is no run time at the requested workers."""
 
 
 @dataclass
@@ -75,7 +99,21 @@ class _Seen:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     work_s: dict[str, float] = field(default_factory=dict)
+    """The first run time a snapshot logs (estimate, else total work), by job."""
+    measured_s: dict[str, float] = field(default_factory=dict)
+    """Measured run times (`job_finished` spans), by job."""
+    running: set[str] = field(default_factory=set)
+    """Jobs some snapshot showed running as requested."""
+    interrupted: set[str] = field(default_factory=set)
+    """Jobs some snapshot showed pending after running, or running on other GPUs than asked."""
     nodes: Sequence[Node | Mapping[str, object]] = ()
+
+    def work(self, job_id: str) -> float | None:
+        """The job's simulated run time: measured when its run was unbroken, else logged."""
+        measured = self.measured_s.get(job_id)
+        if measured is not None and job_id not in self.interrupted:
+            return measured
+        return self.work_s.get(job_id)
 
 
 def logged_episodes(
@@ -93,20 +131,30 @@ def logged_episodes(
     """
     if jobs_per_episode < 1:
         raise ValueError("jobs_per_episode must be at least 1")
+    rows = records if isinstance(records, Sequence) else list(records)
+    # The measured runs first: only their jobs need every sighting read (`_note_run`).
     seen: dict[str, _Seen] = {}
-    for snapshot, _decision in records:
+    for snapshot, decision in rows:
+        if isinstance(decision, Mapping) and decision.get(FINISHED):
+            found = seen.setdefault(_cluster_id(snapshot), _Seen())
+            _read_finishes(decision[FINISHED], found)
+    for snapshot, _decision in rows:
         _read(snapshot, seen)
     episodes: list[EpisodeSpec] = []
-    usable = skipped = left_over = 0
+    usable = skipped = left_over = measured = interrupted = 0
     clusters: list[str] = []
     for cluster_id, found in seen.items():
-        with_work = [job for job in found.jobs.values() if job.id in found.work_s]
+        work = {job_id: w for job_id in found.jobs if (w := found.work(job_id)) is not None}
+        with_work = [job for job in found.jobs.values() if job.id in work]
         skipped += len(found.jobs) - len(with_work)
         cluster = _cluster(cluster_id, found.nodes)
         if cluster is None:
             skipped += len(with_work)
             continue
         usable += len(with_work)
+        unbroken = found.measured_s.keys() - found.interrupted
+        measured += sum(1 for job in with_work if job.id in unbroken)
+        interrupted += len(found.interrupted & found.measured_s.keys())
         # A stable sort: jobs submitted at one instant keep the order they were first seen in.
         ordered = sorted(with_work, key=lambda job: job.submit_time)
         full = len(ordered) // jobs_per_episode * jobs_per_episode
@@ -115,7 +163,7 @@ def logged_episodes(
             window = ordered[first : first + jobs_per_episode]
             episodes.append(
                 EpisodeSpec.from_jobs(
-                    _job_specs(window, found.work_s),
+                    _job_specs(window, work, found.work_s),
                     cluster,
                     label=f"log:{cluster_id}",
                     start=first,
@@ -131,38 +179,105 @@ def logged_episodes(
         skipped=skipped,
         left_over=left_over,
         clusters=tuple(clusters),
+        measured=measured,
+        interrupted=interrupted,
     )
 
 
 def _read(snapshot: Snapshot | Mapping[str, object], seen: dict[str, _Seen]) -> None:
     # Stored snapshots are JSON; each job is validated once, on its first sighting (and
     # again only while it still lacks work), rather than every snapshot in full: a long
-    # window shows the same jobs in thousands of snapshots.
+    # window shows the same jobs in thousands of snapshots. Later sightings of a job with
+    # a measured run are read for whether it still runs as requested (`_note_run`).
     jobs: Sequence[Job | Mapping[str, object]]
     nodes: Sequence[Node | Mapping[str, object]]
     if isinstance(snapshot, Snapshot):
-        cluster_id, jobs, nodes = snapshot.cluster_id, snapshot.jobs, snapshot.nodes
+        jobs, nodes = snapshot.jobs, snapshot.nodes
     else:
-        cluster_id = str(snapshot.get("cluster_id", "default"))
         jobs = _sequence(snapshot.get("jobs"))
         nodes = _sequence(snapshot.get("nodes"))
-    found = seen.setdefault(cluster_id, _Seen())
+    found = seen.setdefault(_cluster_id(snapshot), _Seen())
     if nodes:
         found.nodes = nodes
+    watched = found.measured_s
     for raw in jobs:
         job_id = raw.id if isinstance(raw, Job) else str(raw.get("id"))
         if job_id in found.work_s:
+            if job_id in watched:
+                _note_run(raw, found)
             continue
         # Fields come from the first sighting; the work from the first sighting that logs one.
         first_sighting = job_id not in found.jobs
-        if not first_sighting and not isinstance(raw, Job) and _lacks_work(raw):
+        if first_sighting or isinstance(raw, Job) or not _lacks_work(raw):
+            job = raw if isinstance(raw, Job) else convert(raw, Job)
+            if first_sighting:
+                found.jobs[job_id] = job
+            work = job.estimated_duration_s or job.total_work
+            if work is not None:
+                found.work_s[job_id] = work
+        if job_id in watched:
+            _note_run(raw, found)
+
+
+def _cluster_id(snapshot: Snapshot | Mapping[str, object]) -> str:
+    if isinstance(snapshot, Snapshot):
+        return snapshot.cluster_id
+    return str(snapshot.get("cluster_id", "default"))
+
+
+def _note_run(raw: Job | Mapping[str, object], found: _Seen) -> None:
+    """Whether this sighting breaks the job's run: not running again after running
+    (preempted), or running on other GPUs than its first sighting asked for (resized)."""
+    job_id = raw.id if isinstance(raw, Job) else str(raw.get("id"))
+    if job_id in found.interrupted:
+        return
+    if isinstance(raw, Job):
+        state: object = raw.state.value
+        held = raw.placed_gpus
+    else:
+        state = raw.get("state", "pending")
+        held = _placed_gpus(raw.get("placement"))
+    if state == "running":
+        asked = found.jobs[job_id]
+        if held == asked.workers * asked.gpus_per_worker:
+            found.running.add(job_id)
+        else:
+            found.interrupted.add(job_id)
+    elif job_id in found.running:  # pending or suspended again: it was preempted
+        found.interrupted.add(job_id)
+
+
+def _placed_gpus(placement: object) -> int:
+    gpus = 0
+    for assignment in _sequence(placement):
+        indices = assignment.get("gpu_indices")
+        gpus += len(indices) if isinstance(indices, list | tuple) else 0
+    return gpus
+
+
+def _read_finishes(finished: object, found: _Seen) -> None:
+    """The measured run of each job a record's joined `job_finished` events name."""
+    if not isinstance(finished, Mapping):
+        return
+    for job_id, event in finished.items():
+        if not isinstance(event, Mapping):
             continue
-        job = raw if isinstance(raw, Job) else convert(raw, Job)
-        if first_sighting:
-            found.jobs[job_id] = job
-        work = job.estimated_duration_s or job.total_work
-        if work is not None:
-            found.work_s[job_id] = work
+        started, ended = event.get("started_at"), event.get("finished_at")
+        if (
+            isinstance(started, int | float)
+            and isinstance(ended, int | float)
+            and math.isfinite(started)
+            and math.isfinite(ended)
+            and ended > started
+        ):
+            found.measured_s.setdefault(str(job_id), float(ended - started))
+
+
+def without_finishes(decision: Mapping[str, object]) -> Mapping[str, object]:
+    """A decision record's own fields: its joined :data:`FINISHED` feedback left out."""
+    if FINISHED not in decision:
+        return decision
+    return {key: value for key, value in decision.items() if key != FINISHED}
 
 
 def _lacks_work(raw: Mapping[str, object]) -> bool:
@@ -175,7 +290,9 @@ def _sequence(value: object) -> Sequence[Mapping[str, object]]:
     return [item for item in value if isinstance(item, Mapping)]
 
 
-def _job_specs(window: Sequence[Job], work_s: Mapping[str, float]) -> list[JobSpec]:
+def _job_specs(
+    window: Sequence[Job], work_s: Mapping[str, float], logged_s: Mapping[str, float]
+) -> list[JobSpec]:
     origin = window[0].submit_time
     specs: list[JobSpec] = []
     for index, job in enumerate(window):
@@ -187,7 +304,9 @@ def _job_specs(window: Sequence[Job], work_s: Mapping[str, float]) -> list[JobSp
                 job.submit_time - origin,
                 work,
                 simulated_family(job.model),
-                job.estimated_duration_s or work,
+                # What schedulers saw live: the estimate; with none, the logged work in
+                # unknown units, else the run time (a simulated job always has one).
+                job.estimated_duration_s or logged_s.get(job.id) or work,
             )
         )
     return specs

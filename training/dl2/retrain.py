@@ -122,6 +122,8 @@ class RetrainResult:
             out["logged_jobs"] = self.logged.jobs
             out["logged_jobs_skipped"] = self.logged.skipped
             out["logged_jobs_left_over"] = self.logged.left_over
+            out["logged_jobs_measured"] = self.logged.measured
+            out["logged_jobs_interrupted"] = self.logged.interrupted
             out["logged_episodes"] = len(self.logged.episodes)
         if self.imitation_log:
             out["imitation_accuracy"] = self.imitation_log[-1]["accuracy"]

@@ -48,6 +48,9 @@ class Dl2Trainer:
     stages: ClassVar[tuple[str, ...]] = ("demonstrations", "imitation", "rl", "evaluation")
     Budget: ClassVar[type[TrainingBudget]] = Dl2Budget
     needs_logged_decisions: ClassVar[bool] = True
+    logged: ClassVar[str] = "decisions-with-finishes"
+    """Its records carry the `job_finished` feedback of their jobs: measured run times for
+    the logged episodes (`training.registry.logged_source`, `training.dl2.logged`)."""
 
     def __init__(self, runner: Runner | None = None) -> None:
         self.runner = runner
