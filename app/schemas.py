@@ -10,7 +10,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from msgspec import Meta
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 
 from policies.decision import Stage
 from policies.dispatch.model import DispatchSnapshot
@@ -113,9 +121,36 @@ class JobFinished(_Event):
     kind: Literal["job_finished"] = "job_finished"
     job_id: str = Field(min_length=1, max_length=255)
     submitted_at: float | None = Field(default=None, allow_inf_nan=False)
-    started_at: float | None = Field(default=None, allow_inf_nan=False)
+    started_at: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description=(
+            "When the job started, on the caller's clock. With `finished_at`, the run that "
+            "DL2's retraining replays for the job when it ran as requested (docs/dl2.md)."
+        ),
+    )
     finished_at: float = Field(allow_inf_nan=False)
     outcome: Literal["completed", "failed", "killed"] = "completed"
+
+    # Times in order, each against the ones before it (the caller's clock throughout): an
+    # event whose job starts before it was submitted, or ends before it started, is a
+    # mistake the log would keep and retraining would read as a run of negative length.
+    @field_validator("started_at")
+    @classmethod
+    def _not_before_submission(cls, value: float | None, info: ValidationInfo) -> float | None:
+        submitted = info.data.get("submitted_at")
+        if value is not None and submitted is not None and value < submitted:
+            raise ValueError(f"{value:g} is before submitted_at {submitted:g}")
+        return value
+
+    @field_validator("finished_at")
+    @classmethod
+    def _not_before_start(cls, value: float, info: ValidationInfo) -> float:
+        for earlier in ("started_at", "submitted_at"):
+            before = info.data.get(earlier)
+            if before is not None and value < before:
+                raise ValueError(f"{value:g} is before {earlier} {before:g}")
+        return value
 
 
 class ThroughputObserved(_Event):

@@ -126,6 +126,43 @@ def test_feedback_times_must_be_finite(client: TestClient) -> None:
     assert [p["path"] for p in response.json()["problems"]] == ["events[0].finished_at"]
 
 
+@pytest.mark.parametrize(
+    ("times", "path", "says"),
+    [
+        ({"started_at": 500.0, "finished_at": 400.0}, "finished_at", "before started_at 500"),
+        ({"submitted_at": 100.0, "finished_at": 50.0}, "finished_at", "before submitted_at 100"),
+        ({"submitted_at": 100.0, "started_at": 90.0, "finished_at": 200.0}, "started_at", "90"),
+    ],
+    ids=["ends before it starts", "ends before it is submitted", "starts before it is submitted"],
+)
+def test_a_finished_job_whose_times_are_out_of_order_is_refused_naming_the_time(
+    client: TestClient, times: dict[str, float], path: str, says: str
+) -> None:
+    good = {"event_id": "ok", "kind": "job_finished", "job_id": "j0", "finished_at": 10.0}
+    bad = {"event_id": "bad", "kind": "job_finished", "job_id": "j1", **times}
+
+    response = client.post("/v1/feedback", json={"events": [good, bad]})
+
+    assert response.status_code == 422
+    (problem,) = response.json()["problems"]
+    assert problem["path"] == f"events[1].{path}"
+    assert says in problem["message"]
+
+
+def test_a_finished_job_may_end_the_instant_it_starts(client: TestClient) -> None:
+    event = {
+        "event_id": "instant",
+        "kind": "job_finished",
+        "job_id": "j1",
+        "submitted_at": 5.0,
+        "started_at": 5.0,
+        "finished_at": 5.0,
+        "outcome": "failed",
+    }
+
+    assert client.post("/v1/feedback", json={"events": [event]}).status_code == 202
+
+
 def test_feedback_ids_the_log_cannot_store_are_refused_at_once(client: TestClient) -> None:
     events = [
         {"event_id": "e" * 129, "kind": "job_finished", "job_id": "j1", "finished_at": 1.0},
