@@ -92,6 +92,31 @@ def test_retrain_without_redis_runs_in_a_local_process_and_the_service_swaps_to_
     assert meta["metrics"]["incumbent_version"] == meta["parent"]
 
 
+def test_a_retrain_is_also_judged_on_the_clusters_newest_logged_jobs(
+    client: TestClient,
+) -> None:
+    log_decisions(client)  # four jobs of one cluster: two windows of two
+
+    response = client.post(
+        "/admin/retrain",
+        json={"policy": "dl2", "budget": {**TINY_BUDGET, "jobs": 2}, "activate": "if_better"},
+        headers=AUTH,
+    )
+
+    job = finished_job(client, response.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    metrics = job["metrics"]
+    assert (metrics["logged_episodes"], metrics["log_verdict_episodes"]) == (2, 1)
+    assert metrics["rl_episodes"] == "logged"
+    both = metrics["improvement"] > 0 and metrics["log_verdict_improvement"] > 0
+    assert metrics["candidate_wins"] is (
+        both
+        and metrics["candidate_fallbacks"] <= metrics["incumbent_fallbacks"]
+        and metrics["log_verdict_candidate_fallbacks"] <= metrics["log_verdict_incumbent_fallbacks"]
+    )
+    assert metrics["activated"] is metrics["candidate_wins"]
+
+
 def test_a_version_activated_without_a_message_is_picked_up_by_the_periodic_check(
     tmp_path: Path, settings: Settings
 ) -> None:

@@ -175,6 +175,39 @@ def test_rl_falls_back_to_the_shared_traces_when_the_log_is_short_of_an_episode(
     assert metrics["ppo_updates"] == 1
 
 
+def test_a_clusters_newest_logged_window_judges_the_candidate_and_rl_never_plays_it(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
+) -> None:
+    halves = TINY.model_copy(update={"jobs": 4})  # the log's eight jobs fill two windows
+
+    result = _retrain_on_log(logged, incumbent, episode, halves)
+
+    assert result.logged is not None
+    first, newest = result.logged.episodes
+    assert result.log_verdict is not None
+    (judged,) = result.log_verdict.candidate.episodes
+    assert judged.episode == f"{newest.trace}@{newest.start}+{newest.jobs}" == "log:tiny@4+4"
+    assert result.logged.split_newest() == ((first,), (newest,))
+    metrics = result.metrics()
+    assert metrics["log_verdict_episodes"] == 1
+    assert metrics["candidate_wins"] == (
+        result.comparison.candidate_wins and result.log_verdict.candidate_wins
+    )
+    assert metrics["rl_episodes"] == "logged"
+
+
+def test_without_a_logged_held_out_window_rl_plays_every_logged_window(
+    logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
+) -> None:
+    every = TINY.model_copy(update={"jobs": 4, "logged_held_out": False})
+
+    result = _retrain_on_log(logged, incumbent, episode, every)
+
+    assert result.log_verdict is None
+    assert "log_verdict_episodes" not in result.metrics()
+    assert result.candidate_wins == result.comparison.candidate_wins
+
+
 def test_an_imitation_only_budget_plays_no_episode(
     logged: list[tuple[dict[str, Any], dict[str, Any]]], incumbent: Dl2Model, episode: EpisodeSpec
 ) -> None:

@@ -92,6 +92,19 @@ class LoggedEpisodes:
     """Jobs with a measured run that keep their estimate: the log shows them preempted or
     resized, so the run's span is no run time at the requested workers."""
 
+    def split_newest(self) -> tuple[tuple[EpisodeSpec, ...], tuple[EpisodeSpec, ...]]:
+        """(the rest, the newest window of each cluster whose log fills two or more), in
+        episode order: the newest windows judge a candidate on the cluster's own jobs,
+        which its training then never played."""
+        last: dict[str, int] = {}
+        count: dict[str, int] = {}
+        for index, episode in enumerate(self.episodes):
+            last[episode.trace] = index
+            count[episode.trace] = count.get(episode.trace, 0) + 1
+        newest = {index for trace, index in last.items() if count[trace] >= 2}
+        rest = tuple(e for i, e in enumerate(self.episodes) if i not in newest)
+        return rest, tuple(e for i, e in enumerate(self.episodes) if i in newest)
+
 
 @dataclass
 class _Seen:

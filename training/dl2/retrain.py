@@ -18,13 +18,17 @@ Stages, each reported to `on_progress(stage, fraction of that stage)`:
 3. `rl`: PPO in the simulator (§4.3) on the logged jobs' episodes when the log
    holds at least one full episode (`budget.jobs` jobs of one cluster), else on
    the shared-trace training windows; the best validated checkpoint is kept
-   when the budget has validation episodes.
+   when the budget has validation episodes. With `budget.logged_held_out`, a
+   cluster whose log fills two episodes or more keeps its newest one out of RL.
 4. `evaluation`: :func:`training.dl2.evaluation.compare` of the candidate against
-   the incumbent on held-out episodes; `candidate_wins` is the activation rule.
+   the incumbent on held-out episodes, and on those newest logged ones;
+   `candidate_wins` (both verdicts) is the activation rule.
 
-Validation and the verdict always run on fixed windows of the shared traces
+Validation and the shared-trace verdict run on fixed windows of the shared traces
 (:mod:`training.dl2.episodes`), sized by the budget: the same episodes for every
-retraining, so versions' scores compare, and never the episodes RL trained on.
+retraining, so versions' scores compare, and never the episodes RL trained on. The
+logged verdict judges on the cluster's own newest jobs, which the candidate will be
+served, and which RL never played.
 
 The simulated episodes of stages 3 and 4 (rollouts, validation, verdict) run on
 the caller's :class:`simulator.sweep.Runner`: in this process by default, or on
@@ -107,14 +111,24 @@ class RetrainResult:
     rl_episodes: RlEpisodes = "none"
     logged: LoggedEpisodes | None = None
     """The logged jobs and the episodes cut from them (whether RL used them or not)."""
+    log_verdict: Comparison | None = None
+    """The verdict on the log's newest windows, which RL never played (None: no cluster's
+    log filled two windows, or the budget keeps none out)."""
 
     @property
     def candidate_wins(self) -> bool:
-        return self.comparison.candidate_wins
+        """The candidate wins on the shared-trace held-out windows, and on the log's own
+        newest windows when there are any."""
+        return self.comparison.candidate_wins and (
+            self.log_verdict is None or self.log_verdict.candidate_wins
+        )
 
     def metrics(self) -> dict[str, float | int | bool | str]:
         """Flat values for the version's metadata and the retrain job's `metrics`."""
         out: dict[str, float | int | bool | str] = dict(self.comparison.metrics())
+        if self.log_verdict is not None:
+            out.update({f"log_verdict_{k}": v for k, v in self.log_verdict.metrics().items()})
+        out["candidate_wins"] = self.candidate_wins
         out["records"] = self.records
         out["demonstrations"] = self.demonstrations
         out["rl_episodes"] = self.rl_episodes
@@ -175,11 +189,16 @@ def retrain(
                 f"the {len(rows)} decision record(s) hold no scaling DL2 can imitate "
                 "(decisions without a scaling stage, or where no job could grow)"
             )
+        # Each cluster's newest window judges the candidate on the cluster's own jobs: RL
+        # must not play it then.
+        own, log_held_out = (
+            logged.split_newest() if budget.logged_held_out else (logged.episodes, ())
+        )
         rl_episodes: RlEpisodes = "none"
         training: Sequence[EpisodeSpec] = ()
         if budget.updates > 0:
-            rl_episodes = "logged" if logged.episodes else "shared-traces"
-            training = logged.episodes or sets.training
+            rl_episodes = "logged" if own else "shared-traces"
+            training = own or sets.training
             if not training:
                 raise RetrainError(
                     f"no episode for the RL stage: the log's {logged.jobs} usable job(s) "
@@ -233,6 +252,9 @@ def retrain(
         report("evaluation", 0.0)
         with one_thread():
             comparison = compare(candidate, incumbent, sets.held_out, runner=run)
+            log_verdict = (
+                compare(candidate, incumbent, log_held_out, runner=run) if log_held_out else None
+            )
         timings["evaluation"] = time.perf_counter() - clock
         report("evaluation", 1.0)
     return RetrainResult(
@@ -245,6 +267,7 @@ def retrain(
         ppo_log=ppo_log,
         rl_episodes=rl_episodes,
         logged=logged,
+        log_verdict=log_verdict,
     )
 
 

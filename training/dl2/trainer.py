@@ -38,6 +38,13 @@ class Dl2Budget(TrainingBudget):
         default=4, ge=0, le=4, description="Episodes scoring PPO checkpoints (0: keep the last)."
     )
     validate_every: int = Field(default=5, ge=1, le=1000, description="Updates between scorings.")
+    logged_held_out: bool = Field(
+        default=True,
+        description=(
+            "Keep the newest logged window of each cluster whose log fills two or more out of "
+            "RL, and activate a candidate only if it also wins there."
+        ),
+    )
 
 
 class Dl2Trainer:
