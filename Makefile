@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -81,6 +81,9 @@ results-dl2-gap: $(STAMP) ## DL2's gap to the paper: budget, the paper's jobs, i
 
 results-dl2-room: $(STAMP) ## How far any scaling could go below DRF on DL2's held-out windows: floors, hindsight (section dl2-room, seconds)
 	$(BIN)/python -m evidence.evidence_dl2_room --processes 2
+
+results-dl2-order: $(STAMP) ## DL2 trained behind FIFO with backfill and behind SRTF, beside the drf and optimus profiles (section dl2-order, about 5 min)
+	$(BIN)/python -m evidence.evidence_dl2_order --processes 2
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
 	$(BIN)/python -m evidence.train_dl2

@@ -53,6 +53,7 @@ from evidence.runner import (
 )
 from evidence.train_dl2 import warm_up
 from policies.learned.dl2.network import Dl2Model
+from policies.profiles import PolicyChoice
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from training.dl2.episodes import (
     EpisodeSpec,
@@ -60,7 +61,7 @@ from training.dl2.episodes import (
     training_episodes,
     validation_episodes,
 )
-from training.dl2.evaluation import score
+from training.dl2.evaluation import EpisodeScore, score
 from training.dl2.imitation import teacher_profile
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
 
@@ -86,6 +87,9 @@ class Condition:
     restarts: bool = True
     keep_running: bool = True
     """False: DL2 and the baselines reallocate running jobs from their minimum each round."""
+    ordering: PolicyChoice | None = None
+    """The ordering DL2 and the baselines play behind (None: the `dl2` profile's, FIFO
+    with backfill); `evidence_dl2_order` sets it."""
 
     @property
     def episodes(self) -> int:
@@ -100,6 +104,7 @@ class Condition:
                 elastic_fraction=self.elastic_fraction,
                 ps_fraction=self.ps_fraction,
                 restarts=self.restarts,
+                ordering=self.ordering,
             )
             for e in episodes
         ]
@@ -176,6 +181,8 @@ class Outcome:
     task: Task
     jct_s: dict[str, float]
     seconds: float
+    windows: dict[str, tuple[EpisodeScore, ...]] = dataclasses.field(default_factory=dict)
+    """The same contenders, window by window."""
 
 
 def run_task(task: Task) -> Outcome:
@@ -188,10 +195,17 @@ def run_task(task: Task) -> Outcome:
     condition, windows = task.condition, task.windows
     held_out = condition.applied(windows.held_out)
     if task.baseline is not None:
-        baseline = teacher_profile(task.baseline, keep_running=condition.keep_running)
+        baseline = teacher_profile(
+            task.baseline, keep_running=condition.keep_running, ordering=condition.ordering
+        )
         with one_thread():
             result = score(baseline, held_out)
-        return Outcome(task, {task.baseline: result.mean_avg_jct_s}, time.perf_counter() - clock)
+        return Outcome(
+            task,
+            {task.baseline: result.mean_avg_jct_s},
+            time.perf_counter() - clock,
+            {task.baseline: result.episodes},
+        )
     assert task.seed is not None
     seed = task.seed
     train = condition.applied(windows.train)
@@ -211,9 +225,14 @@ def run_task(task: Task) -> Outcome:
         validation=condition.applied(windows.validation),
     )
     with one_thread():
-        rl = score(tuned, held_out, keep_running=keep).mean_avg_jct_s
-        warm = score(warmed.model, held_out, keep_running=keep).mean_avg_jct_s
-    return Outcome(task, {"rl": rl, "warm": warm}, time.perf_counter() - clock)
+        rl = score(tuned, held_out, keep_running=keep)
+        warm = score(warmed.model, held_out, keep_running=keep)
+    return Outcome(
+        task,
+        {"rl": rl.mean_avg_jct_s, "warm": warm.mean_avg_jct_s},
+        time.perf_counter() - clock,
+        {"rl": rl.episodes, "warm": warm.episodes},
+    )
 
 
 @dataclass(frozen=True)

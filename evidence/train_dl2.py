@@ -111,11 +111,17 @@ def warm_up(
     train: Sequence[EpisodeSpec], teacher: str, epochs: int, seed: int, *, keep_running: bool = True
 ) -> WarmUp:
     """Steps 1–2: the teacher's simulated decisions on `train`, imitated (one torch thread);
-    `keep_running=False`: teacher and model both reallocate running jobs every round."""
+    `keep_running=False`: teacher and model both reallocate running jobs every round. The
+    teacher plays behind the episodes' ordering (:attr:`EpisodeSpec.ordering`), which
+    `train`'s episodes share."""
     config = Dl2Config(families=tuple(FAMILY_SOURCES))
+    ordering = train[0].ordering if train else None
+    if any(spec.ordering != ordering for spec in train):
+        raise ValueError("the training episodes must share one ordering")
     with one_thread():
         clock = time.perf_counter()
-        records = simulated_records(train, teacher_profile(teacher, keep_running=keep_running))
+        teaching = teacher_profile(teacher, keep_running=keep_running, ordering=ordering)
+        records = simulated_records(train, teaching)
         data = demonstrations(records, config, keep_running=keep_running)
         demonstrations_s = time.perf_counter() - clock
         clock = time.perf_counter()

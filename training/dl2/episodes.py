@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from policies.profiles import PolicyChoice, Profile, load_profiles
+from policies.registry import Registry
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.core import SimOptions, Simulation
 from simulator.paths import clusters_dir, traces_dir
@@ -65,6 +67,10 @@ class EpisodeSpec:
     workload options and `start` do not apply."""
     given_cluster: ClusterSpec | None = None
     """A cluster given outright (:meth:`from_jobs`); then `cluster` is only a label."""
+    ordering: PolicyChoice | None = dataclasses.field(default=None, hash=False)
+    """The ordering DL2's pipeline plays the episode behind, in rollouts and in a model's
+    scores (None: the `dl2` profile's); a profile scored on it keeps its own (an
+    experiment's setting, `make results-dl2-order`)."""
 
     @classmethod
     def from_jobs(
@@ -136,6 +142,12 @@ def _capped(job: JobSpec, cap: float | None) -> JobSpec:
     if cap is None or job.duration_s <= cap:
         return job
     return dataclasses.replace(job, duration_s=cap, estimate_s=min(job.estimate_s, cap))
+
+
+def dl2_profile(registry: Registry, ordering: PolicyChoice | None = None) -> Profile:
+    """The `dl2` profile, behind `ordering` when given (:attr:`EpisodeSpec.ordering`)."""
+    profile = load_profiles(registry)["dl2"]
+    return profile if ordering is None else profile.model_copy(update={"ordering": ordering})
 
 
 def _resolve(name: str, folder: Path) -> Path:

@@ -22,12 +22,12 @@ from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.learned.dl2.network import Dl2Model
 from policies.model import Snapshot
-from policies.profiles import Profile, load_profiles
+from policies.profiles import PolicyChoice, Profile, load_profiles
 from policies.protocols import ScalingPolicy
 from policies.registry import Registry, build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
 from simulator.sweep import InProcess, Runner
-from training.dl2.episodes import EpisodeSpec
+from training.dl2.episodes import EpisodeSpec, dl2_profile
 
 Contender = Dl2Model | str | Profile
 """A DL2 model, or a profile (by name if shipped): a heuristic baseline."""
@@ -90,18 +90,22 @@ class Comparison:
 
 
 def contender_pipeline(
-    contender: Contender, registry: Registry | None = None, *, keep_running: bool = True
+    contender: Contender,
+    registry: Registry | None = None,
+    *,
+    keep_running: bool = True,
+    ordering: PolicyChoice | None = None,
 ) -> Pipeline:
     """How a contender is served: `dl2` with its model (greedy, fallback kept), or a profile.
 
-    `keep_running` is the model's (:class:`Dl2Params`); a profile brings its own."""
+    `keep_running` is the model's (:class:`Dl2Params`), and so is `ordering` (the `dl2`
+    profile's when None); a profile brings its own."""
     reg = registry or build_registry()
-    profiles = load_profiles(reg)
     if isinstance(contender, str):
-        return Pipeline.build(profiles[contender], reg)
+        return Pipeline.build(load_profiles(reg)[contender], reg)
     if isinstance(contender, Profile):
         return Pipeline.build(contender, reg)
-    built = Pipeline.build(profiles["dl2"], reg)
+    built = Pipeline.build(dl2_profile(reg, ordering), reg)
     # The serving path, but no wall-clock budget: a slow CI machine must not change the score.
     params = Dl2Params(
         latency_budget_ms=float("inf"), use_shipped_model=False, keep_running=keep_running
@@ -126,6 +130,7 @@ def _score_episode(task: _Scoring) -> EpisodeScore:
         Dl2Model.from_bytes(contender) if isinstance(contender, bytes) else contender,
         task.registry,
         keep_running=task.keep_running,
+        ordering=task.spec.ordering,
     )
     fallbacks = 0
 

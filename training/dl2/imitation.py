@@ -40,10 +40,10 @@ from policies.learned.dl2.features import (
 )
 from policies.learned.dl2.network import Dl2Model, masked_logits
 from policies.model import Snapshot, convert
-from policies.profiles import Profile, load_profiles
+from policies.profiles import PolicyChoice, Profile
 from policies.registry import Registry, build_registry
 from simulator.deciders import EngineDecider
-from training.dl2.episodes import EpisodeSpec
+from training.dl2.episodes import EpisodeSpec, dl2_profile
 from training.dl2.logged import without_finishes
 
 Record = tuple[Snapshot | Mapping[str, Any], Decision | Mapping[str, Any]]
@@ -135,13 +135,18 @@ def demonstrations(
 
 
 def teacher_profile(
-    scaling: str = "drf", registry: Registry | None = None, *, keep_running: bool = True
+    scaling: str = "drf",
+    registry: Registry | None = None,
+    *,
+    keep_running: bool = True,
+    ordering: PolicyChoice | None = None,
 ) -> Profile:
     """The `dl2` profile with an incumbent heuristic's scaling: the teacher DL2 imitates.
 
     `keep_running=False` asks the heuristic (DRF or Optimus, :class:`FloorParams`) to
-    reallocate running jobs from their minimum, as DL2 does with the same setting."""
-    dl2 = load_profiles(registry or build_registry())["dl2"]
+    reallocate running jobs from their minimum, as DL2 does with the same setting;
+    `ordering` replaces the profile's ordering (:attr:`EpisodeSpec.ordering`)."""
+    dl2 = dl2_profile(registry or build_registry(), ordering)
     params: dict[str, object] = {} if keep_running else {"keep_running": False}
     return dl2.model_copy(
         update={

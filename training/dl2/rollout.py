@@ -25,12 +25,12 @@ from policies.engine import Fallbacks, Pipeline
 from policies.learned.dl2.features import Allocation, play
 from policies.learned.dl2.network import Dl2Model
 from policies.model import Job, Snapshot
-from policies.profiles import Profile, load_profiles
+from policies.profiles import PolicyChoice, Profile
 from policies.protocols import Context, ScalingPolicy
 from policies.registry import Registry, build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
 from simulator.metrics import SimulationResult
-from training.dl2.episodes import EpisodeSpec
+from training.dl2.episodes import EpisodeSpec, dl2_profile
 
 
 @dataclass(frozen=True)
@@ -94,13 +94,16 @@ class SampledDl2Scaling:
         return allocation.results("sampling")
 
 
-def dl2_pipeline(scaling: ScalingPolicy, registry: Registry | None = None) -> Pipeline:
-    """The shipped `dl2` profile with `scaling` in place of its policy and no fallback.
+def dl2_pipeline(
+    scaling: ScalingPolicy, registry: Registry | None = None, ordering: PolicyChoice | None = None
+) -> Pipeline:
+    """The shipped `dl2` profile with `scaling` in place of its policy and no fallback
+    (and `ordering` in place of its ordering, when given).
 
     Training must see a fault, not a silent DRF answer.
     """
     reg = registry or build_registry()
-    profile: Profile = load_profiles(reg)["dl2"]
+    profile: Profile = dl2_profile(reg, ordering)
     built = Pipeline.build(profile, reg)
     return replace(built, scaling=scaling, fallbacks=Fallbacks())
 
@@ -132,7 +135,7 @@ def play_episode(
 ) -> Episode:
     """Run one episode with the policy sampling from `rng`; rewards and steps per round."""
     scaling = SampledDl2Scaling(model, rng, keep_running=keep_running)
-    pipeline = dl2_pipeline(cast(ScalingPolicy, scaling), registry)
+    pipeline = dl2_pipeline(cast(ScalingPolicy, scaling), registry, spec.ordering)
     sim = spec.simulation()
     episode = Episode(spec=spec)
     snapshot = sim.reset(seed=spec.seed)

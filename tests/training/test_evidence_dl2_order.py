@@ -1,0 +1,59 @@
+"""DL2 behind another ordering: the ordering reaches every stage that plays an episode."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evidence.evidence_dl2_gap import Windows
+from evidence.evidence_dl2_order import CONDITIONS, SRTF, main
+from evidence.results_sections import sections
+from policies.learned.dl2.features import Dl2Config
+from policies.learned.dl2.network import Dl2Model
+from training.dl2.evaluation import contender_pipeline, score
+from training.dl2.imitation import teacher_profile
+from training.dl2.rollout import dl2_pipeline, play_episode
+
+
+def test_an_episodes_ordering_replaces_the_dl2_profiles_in_rollouts_scores_and_teachers() -> None:
+    model = Dl2Model.initial(Dl2Config(window=4, hidden=(8, 8)), seed=1)
+
+    assert contender_pipeline(model).ordering.name == "fifo"
+    assert contender_pipeline(model, ordering=SRTF).ordering.name == "srtf"
+    assert dl2_pipeline(contender_pipeline(model).scaling, ordering=SRTF).ordering.name == "srtf"
+    assert teacher_profile("drf", ordering=SRTF).ordering == SRTF
+    assert teacher_profile("drf").ordering.name == "fifo"
+    # A profile scored on such an episode keeps its own ordering.
+    assert contender_pipeline("drf", ordering=SRTF).ordering.name == "fifo"
+
+
+def test_an_episode_behind_srtf_is_played_and_scored_to_the_end() -> None:
+    (window,) = Windows.default(quick=True).held_out
+    behind = dataclasses.replace(window, ordering=SRTF)
+    model = Dl2Model.initial(Dl2Config(window=4, hidden=(8, 8)), seed=1)
+
+    played = play_episode(behind, model, np.random.default_rng(0))
+    (scored,) = score(model, [behind]).episodes
+
+    assert played.result is not None
+    assert played.result.metrics["jobs_completed"] == scored.jobs_completed == window.jobs
+
+
+@pytest.mark.slow
+def test_quick_run_writes_both_orderings_beside_the_two_profiles(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    out.write_text("# Results\n\nkept as it was\n", encoding="utf-8")
+    assert main(["--quick", "--out", str(out)]) == 0
+
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Results\n\nkept as it was\n")
+    body = sections(text)["dl2-order"]
+    for condition in CONDITIONS:
+        for row in ("DRF scaling", "Optimus scaling", "as requested", "DL2, RL"):
+            assert f"| {condition.label} | {row} |" in body
+    assert "| as served | `drf` profile |" in body
+    assert "| as served | `optimus` profile |" in body
+    assert "* **DL2 behind SRTF.**" in body
