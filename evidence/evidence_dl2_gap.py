@@ -43,18 +43,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.runner import (
-    Stopwatch,
-    add_out,
-    command_line,
-    machine,
-    over_seeds,
-    write_section,
-)
+from evidence.runner import Stopwatch, machine, over_seeds, section_command
 from evidence.train_dl2 import warm_up
 from policies.learned.dl2.network import Dl2Model
 from policies.profiles import PolicyChoice
-from simulator.sweep_cli import add_runner_arguments, runner_from_args
+from simulator.sweep_cli import runner_from_args
 from training.dl2.episodes import (
     EpisodeSpec,
     held_out_episodes,
@@ -65,6 +58,10 @@ from training.dl2.evaluation import EpisodeScore, score
 from training.dl2.imitation import teacher_profile
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
 
+QUICK = "a smoke run: 20-job windows, 2-update training"
+"""What `--quick` runs."""
+TASKS = "training runs and baselines"
+"""What `--processes` and `--ray` run."""
 SECTION = "dl2-gap"
 PAPER_CUT = {"drf": 0.441, "optimus": 0.175}
 """The paper's abstract: DL2's average JCT is 44.1 % below DRF's and 17.5 % below Optimus'."""
@@ -254,20 +251,35 @@ class Results:
     wall_s: float
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The windows, conditions, seeds and tasks of a run (smaller with `quick`)."""
+
+    windows: Windows
+    conditions: tuple[Condition, ...]
+    seeds: tuple[int, ...]
+    tasks: tuple[Task, ...]
+
+    @classmethod
+    def of(cls, conditions: Sequence[Condition], baselines: Sequence[str], quick: bool) -> Plan:
+        """Each condition's baselines scored and DL2 trained with each seed; `quick`: the
+        smoke run's windows, two seeds and two PPO updates of one episode."""
+        windows = Windows.default(quick)
+        if quick:
+            conditions = [
+                dataclasses.replace(c, updates=2, episodes_per_update=1, validate_every=1)
+                for c in conditions
+            ]
+        seeds = SEEDS[:2] if quick else SEEDS
+        tasks = [Task(c, windows, baseline=b) for c in conditions for b in baselines]
+        tasks += [Task(c, windows, seed=s) for c in conditions for s in seeds]
+        return cls(windows, tuple(conditions), seeds, tuple(tasks))
+
+
 def run(quick: bool, runner_args: argparse.Namespace) -> Results:
     watch = Stopwatch()
-    windows = Windows.default(quick)
-    conditions = (
-        tuple(
-            dataclasses.replace(c, updates=2, episodes_per_update=1, validate_every=1)
-            for c in CONDITIONS
-        )
-        if quick
-        else CONDITIONS
-    )
-    seeds = SEEDS[:2] if quick else SEEDS
-    tasks = [Task(c, windows, baseline=b) for c in conditions for b in ("drf", "optimus")]
-    tasks += [Task(c, windows, seed=s) for c in conditions for s in seeds]
+    plan = Plan.of(CONDITIONS, ("drf", "optimus"), quick)
+    windows, conditions, tasks = plan.windows, plan.conditions, plan.tasks
     runner = runner_from_args(runner_args, len(tasks))
     outcomes = runner.map(run_task, tasks)
     rows = []
@@ -416,16 +428,7 @@ def _reading(results: Results) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_line(__doc__)
-    add_out(parser)
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 20-job windows, 2-update training"
-    )
-    add_runner_arguments(parser, default_processes=1, what="training runs and baselines")
-    args = parser.parse_args(argv)
-    results = run(args.quick, args)
-    write_section(args.out, SECTION, render(results), results.wall_s)
-    return 0
+    return section_command(__doc__, SECTION, run, render, argv, quick=QUICK, what=TASKS)
 
 
 if __name__ == "__main__":

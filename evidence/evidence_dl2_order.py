@@ -32,19 +32,22 @@ floating point across machines).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import platform
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.evidence_dl2_gap import SEEDS, Condition, Task, Windows, pct, run_task, verdict
-from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
+from evidence.evidence_dl2_gap import Condition, Plan, Windows, pct, run_task, verdict
+from evidence.runner import Stopwatch, machine, section_command
 from policies.profiles import PolicyChoice
-from simulator.sweep_cli import add_runner_arguments, runner_from_args
+from simulator.sweep_cli import runner_from_args
 from training.dl2.evaluation import EpisodeScore, score
 from training.dl2.reinforce import one_thread
 
+QUICK = "a smoke run: one 20-job window, tiny budgets"
+"""What `--quick` runs."""
+TASKS = "trainings and scorings"
+"""What `--processes` and `--ray` run."""
 SECTION = "dl2-order"
 SRTF = PolicyChoice(name="srtf")
 CONDITIONS = (
@@ -94,21 +97,10 @@ class Results:
 
 def run(quick: bool, runner_args: argparse.Namespace) -> Results:
     watch = Stopwatch()
-    windows = Windows.default(quick)
-    conditions = (
-        tuple(
-            dataclasses.replace(c, updates=2, episodes_per_update=1, validate_every=1)
-            for c in CONDITIONS
-        )
-        if quick
-        else CONDITIONS
-    )
-    seeds = SEEDS[:2] if quick else SEEDS
-    tasks = [Task(c, windows, baseline=h) for c in conditions for h in HEURISTICS]
-    tasks += [Task(c, windows, seed=s) for c in conditions for s in seeds]
-    outcomes = runner_from_args(runner_args, len(tasks)).map(run_task, tasks)
+    plan = Plan.of(CONDITIONS, HEURISTICS, quick)
+    outcomes = runner_from_args(runner_args, len(plan.tasks)).map(run_task, plan.tasks)
     groups = []
-    for condition in conditions:
+    for condition in plan.conditions:
         mine = [o for o in outcomes if o.task.condition == condition]
         trained = [o for o in mine if o.task.seed is not None]
         rows = [
@@ -121,8 +113,8 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
         rows.append(Contender("DL2, warm-up only", tuple(o.windows["warm"] for o in trained)))
         groups.append(Group(condition, tuple(rows)))
     with one_thread():
-        profiles = {p: score(p, windows.held_out).episodes for p in PROFILES}
-    return Results(tuple(groups), profiles, windows, seeds, watch.wall_s)
+        profiles = {p: score(p, plan.windows.held_out).episodes for p in PROFILES}
+    return Results(tuple(groups), profiles, plan.windows, plan.seeds, watch.wall_s)
 
 
 def _against(means: Sequence[float], reference: tuple[EpisodeScore, ...]) -> str:
@@ -245,16 +237,7 @@ def _paired(ours: Contender, theirs: Contender) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_line(__doc__)
-    add_out(parser)
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: one 20-job window, tiny budgets"
-    )
-    add_runner_arguments(parser, default_processes=1, what="trainings and scorings")
-    args = parser.parse_args(argv)
-    results = run(args.quick, args)
-    write_section(args.out, SECTION, render(results), results.wall_s)
-    return 0
+    return section_command(__doc__, SECTION, run, render, argv, quick=QUICK, what=TASKS)
 
 
 if __name__ == "__main__":

@@ -38,17 +38,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evidence.evidence_dl2_gap import CONDITIONS, PAPER_CUT, Condition, Windows, pct, verdict
-from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
+from evidence.runner import Stopwatch, machine, section_command
 from policies.common.wording import counted
 from policies.learned.dl2.network import Dl2Model
 from policies.learned.dl2.shipped import shipped_bytes
 from simulator.bounds import floors_s
-from simulator.sweep_cli import add_runner_arguments, runner_from_args
+from simulator.sweep_cli import runner_from_args
 from training.dl2.episodes import EpisodeSpec
 from training.dl2.evaluation import score
 from training.dl2.imitation import teacher_profile
 from training.dl2.reinforce import one_thread
 
+QUICK = "a smoke run: one 20-job window"
+"""What `--quick` runs."""
+TASKS = "scorings"
+"""What `--processes` and `--ray` run."""
 SECTION = "dl2-room"
 HEURISTICS = ("drf", "optimus", "as_requested")
 
@@ -347,14 +351,7 @@ def _ends(busiest: Group, quietest: Group) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_line(__doc__)
-    add_out(parser)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: one 20-job window")
-    add_runner_arguments(parser, default_processes=1, what="scorings")
-    args = parser.parse_args(argv)
-    results = run(args.quick, args)
-    write_section(args.out, SECTION, render(results), results.wall_s)
-    return 0
+    return section_command(__doc__, SECTION, run, render, argv, quick=QUICK, what=TASKS)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -143,6 +144,41 @@ def write_section(path: Path, name: str, body: str, wall_s: float | None = None)
     splice(path, name, body)
     took = "" if wall_s is None else f" in {wall_s / 60:.1f} min"
     print(f"wrote section {name!r} of {path}{took}", file=sys.stderr)
+
+
+class Timed(Protocol):
+    """Results that say how long their run took."""
+
+    @property
+    def wall_s(self) -> float: ...
+
+
+T = TypeVar("T", bound=Timed)
+
+
+def section_command(
+    doc: str | None,
+    section: str,
+    run: Callable[[bool, argparse.Namespace], T],
+    render: Callable[[T], str],
+    argv: Sequence[str] | None,
+    *,
+    quick: str,
+    what: str,
+) -> int:
+    """The command of an evidence section whose tasks run on a runner: `--out`, `--quick`
+    (`quick` says what the smoke run is), `--processes N | --ray ADDRESS` for `what`; runs,
+    renders and writes the section."""
+    from simulator.sweep_cli import add_runner_arguments  # noqa: PLC0415 - the simulator
+
+    parser = command_line(doc)
+    add_out(parser)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    add_runner_arguments(parser, default_processes=1, what=what)
+    args = parser.parse_args(argv)
+    results = run(args.quick, args)
+    write_section(args.out, section, render(results), results.wall_s)
+    return 0
 
 
 def wait_until_ready(
