@@ -269,8 +269,3 @@ def retrain(
         logged=logged,
         log_verdict=log_verdict,
     )
-
-
-def budget_dict(budget: RetrainBudget) -> dict[str, int]:
-    """The budget as JSON, for a version's metadata."""
-    return {k: int(v) for k, v in budget.model_dump().items()}
