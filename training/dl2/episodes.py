@@ -70,7 +70,8 @@ class EpisodeSpec:
     ordering: PolicyChoice | None = dataclasses.field(default=None, hash=False)
     """The ordering DL2's pipeline plays the episode behind, in rollouts and in a model's
     scores (None: the `dl2` profile's); a profile scored on it keeps its own (an
-    experiment's setting, `make results-dl2-order`)."""
+    experiment's setting, `make results-dl2-order`). Left out of the hash: a choice's
+    params are a dict."""
 
     @classmethod
     def from_jobs(

@@ -121,11 +121,14 @@ class _Seen:
     """Jobs some snapshot showed pending after running, or running on other GPUs than asked."""
     nodes: Sequence[Node | Mapping[str, object]] = ()
 
+    def ran_as_measured(self, job_id: str) -> bool:
+        """Whether the job has a measured run and the log shows that run unbroken."""
+        return job_id in self.measured_s and job_id not in self.interrupted
+
     def work(self, job_id: str) -> float | None:
         """The job's simulated run time: measured when its run was unbroken, else logged."""
-        measured = self.measured_s.get(job_id)
-        if measured is not None and job_id not in self.interrupted:
-            return measured
+        if self.ran_as_measured(job_id):
+            return self.measured_s[job_id]
         return self.work_s.get(job_id)
 
 
@@ -165,8 +168,7 @@ def logged_episodes(
             skipped += len(with_work)
             continue
         usable += len(with_work)
-        unbroken = found.measured_s.keys() - found.interrupted
-        measured += sum(1 for job in with_work if job.id in unbroken)
+        measured += sum(1 for job in with_work if found.ran_as_measured(job.id))
         interrupted += len(found.interrupted & found.measured_s.keys())
         # A stable sort: jobs submitted at one instant keep the order they were first seen in.
         ordered = sorted(with_work, key=lambda job: job.submit_time)
@@ -217,7 +219,7 @@ def _read(snapshot: Snapshot | Mapping[str, object], seen: dict[str, _Seen]) -> 
         job_id = raw.id if isinstance(raw, Job) else str(raw.get("id"))
         if job_id in found.work_s:
             if job_id in watched:
-                _note_run(raw, found)
+                _note_run(job_id, raw, found)
             continue
         # Fields come from the first sighting; the work from the first sighting that logs one.
         first_sighting = job_id not in found.jobs
@@ -229,7 +231,7 @@ def _read(snapshot: Snapshot | Mapping[str, object], seen: dict[str, _Seen]) -> 
             if work is not None:
                 found.work_s[job_id] = work
         if job_id in watched:
-            _note_run(raw, found)
+            _note_run(job_id, raw, found)
 
 
 def _cluster_id(snapshot: Snapshot | Mapping[str, object]) -> str:
@@ -238,10 +240,9 @@ def _cluster_id(snapshot: Snapshot | Mapping[str, object]) -> str:
     return str(snapshot.get("cluster_id", "default"))
 
 
-def _note_run(raw: Job | Mapping[str, object], found: _Seen) -> None:
+def _note_run(job_id: str, raw: Job | Mapping[str, object], found: _Seen) -> None:
     """Whether this sighting breaks the job's run: not running again after running
     (preempted), or running on other GPUs than its first sighting asked for (resized)."""
-    job_id = raw.id if isinstance(raw, Job) else str(raw.get("id"))
     if job_id in found.interrupted:
         return
     if isinstance(raw, Job):
