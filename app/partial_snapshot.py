@@ -99,8 +99,14 @@ def partial_problems(raw: dict[str, Any]) -> list[Problem]:
         "inference.requests": request_at,
     }
     decoded_ids = {n.id for n in nodes}
+    # Only a text id can name a node a job is placed on: an id of any other type (an
+    # object, a list) is a problem of its own, and not hashable either.
     broken_ids = {
-        n.get("id") for n in raw_nodes if isinstance(n, dict) and n.get("id") not in decoded_ids
+        node_id
+        for n in raw_nodes
+        if isinstance(n, dict)
+        and isinstance(node_id := n.get("id"), str)
+        and node_id not in decoded_ids
     }
 
     def sent_index(match: re.Match[str]) -> str:

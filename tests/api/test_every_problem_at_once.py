@@ -126,3 +126,33 @@ def test_reclaim_lists_field_and_cross_field_problems_in_one_answer(client: Test
         "snapshot.nodes[2].id",
         "snapshot.jobs[1].placement[0].node_id",
     }
+
+
+def test_ids_that_are_not_text_are_422s_naming_each(client: TestClient) -> None:
+    # Found by fuzzing the served spec: a node id sent as an object was a server error.
+    snapshot = small_snapshot()
+    snapshot["nodes"][0]["id"] = {}  # the job `running` sits on n0
+    snapshot["nodes"][1]["id"] = ["n1"]
+    snapshot["jobs"][1]["id"] = {"id": "j"}
+    snapshot["jobs"][0]["placement"][0]["node_id"] = []
+
+    for path in ("/v1/decisions", "/v1/decisions/placement"):
+        problems = _paths(client.post(path, json={"profile": "fifo", "snapshot": snapshot}))
+
+        assert set(problems) == {
+            "snapshot.nodes[0].id",
+            "snapshot.nodes[1].id",
+            "snapshot.jobs[1].id",
+            "snapshot.jobs[0].placement[0].node_id",
+        }
+
+
+def test_a_reclaim_with_a_node_id_that_is_not_text_is_a_422(client: TestClient) -> None:
+    snapshot = lent_snapshot()
+    snapshot["nodes"][0]["id"] = {"name": "i0"}
+
+    problems = _paths(
+        client.post("/v1/reclaim", json={"profile": "aryl", "snapshot": snapshot, "count": 1})
+    )
+
+    assert "snapshot.nodes[0].id" in problems
