@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -103,14 +103,19 @@ class UnavailableError(ApiError):
 
 
 def error_response(
-    status: int, code: str, detail: str, problems: Iterable[Problem] = ()
+    status: int,
+    code: str,
+    detail: str,
+    problems: Iterable[Problem] = (),
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     body = {
         "error": code,
         "detail": detail,
         "problems": [{"path": p.path, "message": p.message} for p in problems],
     }
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return Response(
         orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
     )
@@ -138,7 +143,16 @@ def problems_from_validation(errors: Iterable[Any], prefix: str = "") -> list[Pr
         # it is not a JSON key.
         loc = [p for p in loc if not (isinstance(p, str) and p in _UNION_TAGS)]
         message = str(e.get("msg", "invalid"))
-        if e.get("type") == "json_invalid":
+        kind = e.get("type")
+        if kind in ("union_tag_not_found", "union_tag_invalid"):
+            # The tag is a field like any other: named at its own path, with its choices.
+            tags = ", ".join(sorted(_UNION_TAGS))
+            found = e.get("ctx", {}).get("tag")
+            loc = [*loc, "kind"]
+            message = (
+                f"required: one of {tags}" if found is None else f"{found!r} is not one of {tags}"
+            )
+        elif kind == "json_invalid":
             message = f"malformed JSON: {e.get('ctx', {}).get('error', message)}"
         problems.append(Problem(path=json_path(loc, prefix), message=message))
     return problems
@@ -305,8 +319,13 @@ def install_error_handlers(app: FastAPI) -> None:
             problem = Problem(path="body", message=f"malformed JSON: {exc.detail}")
             return error_response(422, "invalid_request", str(exc.detail), [problem])
         codes = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+        # The router's own headers travel on: a 405 names the methods the path allows
+        # (`Allow`, which RFC 9110 requires of every 405).
         return error_response(
-            exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+            exc.status_code,
+            codes.get(exc.status_code, "http_error"),
+            str(exc.detail),
+            headers=exc.headers,
         )
 
     @app.exception_handler(Exception)
