@@ -105,6 +105,9 @@ class DispatchRequestBody(Frozen, frozen=True, kw_only=True):
 
 
 class _Event(BaseModel):
+    """What every feedback event carries. Each kind names itself in `kind`, which has no
+    default: it tells the events apart, so the spec lists it as required, as it is."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     event_id: str = Field(min_length=1, max_length=128, description="Idempotency key.")
@@ -118,7 +121,7 @@ class _Event(BaseModel):
 
 
 class JobFinished(_Event):
-    kind: Literal["job_finished"] = "job_finished"
+    kind: Literal["job_finished"]
     job_id: str = Field(min_length=1, max_length=255)
     submitted_at: float | None = Field(default=None, allow_inf_nan=False)
     started_at: float | None = Field(
@@ -154,7 +157,7 @@ class JobFinished(_Event):
 
 
 class ThroughputObserved(_Event):
-    kind: Literal["throughput"] = "throughput"
+    kind: Literal["throughput"]
     job_id: str = Field(min_length=1, max_length=255)
     node_id: str | None = None
     gpu_type: str | None = None
@@ -178,7 +181,7 @@ class ThroughputObserved(_Event):
 
 
 class InferenceOutcome(_Event):
-    kind: Literal["inference"] = "inference"
+    kind: Literal["inference"]
     request_id: str = Field(min_length=1)
     accelerator_id: str | None = None
     latency_ms: float = Field(ge=0, allow_inf_nan=False)

@@ -87,7 +87,38 @@ def test_feedback_of_unknown_kind_is_422_with_path(client: TestClient) -> None:
     )
 
     assert response.status_code == 422
-    assert response.json()["problems"][0]["path"].startswith("events[0]")
+    assert response.json()["problems"] == [
+        {
+            "path": "events[0].kind",
+            "message": "'mood' is not one of inference, job_finished, throughput",
+        }
+    ]
+
+
+def test_feedback_without_a_kind_is_422_naming_the_kind(client: TestClient) -> None:
+    event = {"event_id": "e", "job_id": "j", "finished_at": 10.0}
+
+    response = client.post("/v1/feedback", json={"events": [event]})
+
+    assert response.status_code == 422
+    assert response.json()["problems"] == [
+        {
+            "path": "events[0].kind",
+            "message": "required: one of inference, job_finished, throughput",
+        }
+    ]
+
+
+def test_the_spec_lists_each_feedback_events_kind_as_required(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+
+    for name, tag in (
+        ("JobFinished", "job_finished"),
+        ("ThroughputObserved", "throughput"),
+        ("InferenceOutcome", "inference"),
+    ):
+        assert "kind" in schemas[name]["required"]
+        assert schemas[name]["properties"]["kind"]["const"] == tag
 
 
 def test_empty_feedback_is_422(client: TestClient) -> None:
