@@ -32,6 +32,7 @@ from typing import Annotated, TypeVar
 import msgspec
 from msgspec import Meta, field
 
+from app.errors import decoder_problem
 from policies.model import Assignment, Job, JobState, Node, Pool, Snapshot, Topology
 
 T = TypeVar("T")
@@ -62,7 +63,11 @@ LABELS: dict[str, str] = {
 
 
 class WireError(ValueError):
-    """A payload Arbiter cannot read; the message names the field."""
+    """A payload Arbiter cannot read; the message says why, `path` names the field."""
+
+    def __init__(self, message: str, path: str = "body") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 # -- Kubernetes objects: only what Arbiter reads ------------------------------------------------
@@ -131,9 +136,10 @@ class NodeList(_Kube):
 
 
 class ExtenderArgs(msgspec.Struct, kw_only=True):
-    """What `filter` and `prioritize` receive."""
+    """What `filter` and `prioritize` receive. The scheduler always sends the pod; the
+    nodes come as `Nodes` or, with `nodeCacheCapable`, as `NodeNames`."""
 
-    pod: Pod | None = field(default=None, name="Pod")
+    pod: Pod = field(name="Pod")
     nodes: NodeList | None = field(default=None, name="Nodes")
     node_names: list[str] | None = field(default=None, name="NodeNames")
 
@@ -179,7 +185,7 @@ class Victims(msgspec.Struct, kw_only=True):
 
 
 class ExtenderPreemptionArgs(msgspec.Struct, kw_only=True):
-    pod: Pod | None = field(default=None, name="Pod")
+    pod: Pod = field(name="Pod")
     node_name_to_victims: dict[str, Victims | None] | None = field(
         default=None, name="NodeNameToVictims"
     )
@@ -199,7 +205,10 @@ def decode_wire(body: bytes, kind: type[T]) -> T:
     try:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as error:
-        raise WireError(f"invalid {kind.__name__}: {error}") from error
+        problem = decoder_problem(error)
+        where = "" if problem.path == "body" else f" at {problem.path}"
+        message = f"invalid {kind.__name__}{where}: {problem.message}"
+        raise WireError(message, problem.path) from error
     except msgspec.DecodeError as error:
         raise WireError(f"{kind.__name__} is not JSON: {error}") from error
 

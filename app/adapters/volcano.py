@@ -101,8 +101,8 @@ class Empty(msgspec.Struct, kw_only=True):
 
 
 class PredicateRequest(msgspec.Struct, kw_only=True):
-    task: TaskInfo | None = None
-    node: NodeInfo | None = None
+    task: TaskInfo
+    node: NodeInfo
 
 
 class PredicateResponse(msgspec.Struct, kw_only=True):
@@ -111,7 +111,7 @@ class PredicateResponse(msgspec.Struct, kw_only=True):
 
 
 class PrioritizeRequest(msgspec.Struct, kw_only=True):
-    task: TaskInfo | None = None
+    task: TaskInfo
     nodes: list[NodeInfo] | None = None
 
 

@@ -383,8 +383,6 @@ class KubeExtender:
     # -- preempt ----------------------------------------------------------------------------
 
     def _preempt(self, cluster_id: str, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
-        if args.pod is None:
-            raise WireError("ExtenderPreemptionArgs needs a Pod")
         proposed: dict[str, tuple[list[str], int]] = {}
         for name, victims in (args.node_name_to_victims or {}).items():
             pods = (victims.pods or []) if victims else []
@@ -474,8 +472,6 @@ class KubeExtender:
     def _arguments(
         self, args: ExtenderArgs
     ) -> tuple[Pod, list[str], list[tuple[Node, msgspec.Raw]] | None]:
-        if args.pod is None:
-            raise WireError("ExtenderArgs needs a Pod")
         if args.nodes is not None:
             raw = self._nodes_of(args.nodes, "Nodes.items")
             return args.pod, [node.id for node, _ in raw], raw
@@ -667,7 +663,7 @@ def _message(error: Exception) -> str:
 
 
 def _invalid(error: WireError) -> InvalidRequestError:
-    return InvalidRequestError(str(error), [Problem(path="body", message=str(error))])
+    return InvalidRequestError(str(error), [Problem(path=_path_of(error), message=str(error))])
 
 
 class ApiBinder:
@@ -699,3 +695,8 @@ class ApiBinder:
         # The API answers a Status, not a Binding; reading it as one fails in the client,
         # so the answer is taken raw (a refusal still raises ApiException).
         self._core.create_namespaced_binding(namespace, binding, _preload_content=False)
+
+
+def _path_of(error: Exception) -> str:
+    """Where a refused payload went wrong: the field a wire error names, else the body."""
+    return error.path if isinstance(error, WireError) else "body"

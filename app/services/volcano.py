@@ -132,8 +132,6 @@ class VolcanoExtender:
 
     def predicate(self, cluster_id: str, body: bytes) -> bytes:
         request = self._decode(body, PredicateRequest)
-        if request.task is None or request.node is None:
-            raise _invalid(WireError("a predicate needs a task and a node"))
         planned = self._planned(cluster_id, request.task)
         answer = PredicateResponse()
         if planned is not None:
@@ -148,8 +146,6 @@ class VolcanoExtender:
 
     def prioritize(self, cluster_id: str, body: bytes) -> bytes:
         request = self._decode(body, PrioritizeRequest)
-        if request.task is None:
-            raise _invalid(WireError("a prioritize request needs a task"))
         names = [node.name for node in request.nodes or []]
         scores = dict.fromkeys(names, 0.0)
         planned = self._planned(cluster_id, request.task)
@@ -275,4 +271,9 @@ class VolcanoExtender:
 
 
 def _invalid(error: WireError | ApiError) -> InvalidRequestError:
-    return InvalidRequestError(str(error), [Problem(path="body", message=str(error))])
+    return InvalidRequestError(str(error), [Problem(path=_path_of(error), message=str(error))])
+
+
+def _path_of(error: Exception) -> str:
+    """Where a refused payload went wrong: the field a wire error names, else the body."""
+    return error.path if isinstance(error, WireError) else "body"

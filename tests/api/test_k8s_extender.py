@@ -310,7 +310,34 @@ def test_malformed_payloads_of_verbs_without_an_error_field_are_a_422(
     )
     assert response.status_code == 422
     assert response.json()["error"] == "invalid_request"
-    assert "Pod" in response.json()["detail"]
+    assert [p["path"] for p in response.json()["problems"]] == ["Pod"]
+
+
+@pytest.mark.parametrize("verb", ["prioritize", "preempt"])
+def test_a_payload_without_a_pod_is_a_422_naming_the_pod(k8s: TestClient, verb: str) -> None:
+    response = k8s.post(f"/k8s/{verb}", json={"NodeNames": ["gpu-0"]})
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["path"] == "Pod"
+    assert "missing required field `Pod`" in response.json()["detail"]
+
+
+def test_filter_without_a_pod_answers_in_band_naming_the_pod(k8s: TestClient) -> None:
+    # The filter verb has an `Error` field: the scheduler reads failures there, not in
+    # the status.
+    response = k8s.post("/k8s/filter", json={"NodeNames": ["gpu-0"]})
+
+    assert response.status_code == 200
+    assert response.json()["Error"] == (
+        "invalid ExtenderArgs at Pod: Object missing required field `Pod`"
+    )
+
+
+def test_the_spec_lists_the_pod_as_required(k8s: TestClient) -> None:
+    schemas = k8s.get("/openapi.json").json()["components"]["schemas"]
+
+    assert schemas["ExtenderArgs"]["required"] == ["Pod"]
+    assert schemas["ExtenderPreemptionArgs"]["required"] == ["Pod"]
 
 
 def test_clusters_are_kept_apart(k8s: TestClient) -> None:

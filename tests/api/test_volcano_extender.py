@@ -231,21 +231,31 @@ def test_without_a_session_verbs_abstain_or_pass(volcano: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("verb", "body"),
+    ("verb", "body", "path"),
     [
-        ("onSessionOpen", b'{"Jobs": []}'),
-        ("predicate", b'{"task": {"UID": 1}}'),
-        ("prioritize", b"not json"),
+        ("onSessionOpen", b'{"Jobs": []}', "Jobs"),
+        ("predicate", b'{"task": {"UID": 1}}', "task.UID"),
+        ("predicate", b'{"task": {}}', "node"),
+        ("prioritize", b'{"nodes": []}', "task"),
+        ("prioritize", b"not json", "body"),
     ],
 )
 def test_unreadable_payloads_are_a_422_naming_the_field(
-    volcano: TestClient, verb: str, body: bytes
+    volcano: TestClient, verb: str, body: bytes, path: str
 ) -> None:
     response = volcano.post(
         f"/volcano/{verb}", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == 422
     assert response.json()["error"] == "invalid_request"
+    assert [p["path"] for p in response.json()["problems"]] == [path]
+
+
+def test_the_spec_requires_what_the_per_task_verbs_need(volcano: TestClient) -> None:
+    schemas = volcano.get("/openapi.json").json()["components"]["schemas"]
+
+    assert set(schemas["PredicateRequest"]["required"]) == {"task", "node"}
+    assert schemas["PrioritizeRequest"]["required"] == ["task"]
 
 
 @pytest.mark.parametrize("verb", ["preemptable", "reclaimable"])
