@@ -117,7 +117,7 @@ results-dual-agent: $(STAMP) ## Dual agent against Tiresias and the greedy basel
 	$(BIN)/python -m evidence.evidence_dual_agent --write
 
 fuzz: $(STAMP) ## Fuzz every operation of the spec for longer (FUZZ_EXAMPLES per operation, default 5000)
-	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} FUZZ_COVERAGE=all $(BIN)/pytest -q -p no:cacheprovider --timeout=0 tests/api/test_fuzz.py
 
 chaos: $(STAMP) ## Faults under load (PostgreSQL stopped, Redis killed, a retrain worker killed): what was lost
 	$(BIN)/python -m evidence.chaos
