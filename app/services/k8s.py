@@ -663,7 +663,7 @@ def _message(error: Exception) -> str:
 
 
 def _invalid(error: WireError) -> InvalidRequestError:
-    return InvalidRequestError(str(error), [Problem(path=_path_of(error), message=str(error))])
+    return InvalidRequestError(str(error), [Problem(path=error.path, message=str(error))])
 
 
 class ApiBinder:
@@ -695,8 +695,3 @@ class ApiBinder:
         # The API answers a Status, not a Binding; reading it as one fails in the client,
         # so the answer is taken raw (a refusal still raises ApiException).
         self._core.create_namespaced_binding(namespace, binding, _preload_content=False)
-
-
-def _path_of(error: Exception) -> str:
-    """Where a refused payload went wrong: the field a wire error names, else the body."""
-    return error.path if isinstance(error, WireError) else "body"

@@ -271,9 +271,5 @@ class VolcanoExtender:
 
 
 def _invalid(error: WireError | ApiError) -> InvalidRequestError:
-    return InvalidRequestError(str(error), [Problem(path=_path_of(error), message=str(error))])
-
-
-def _path_of(error: Exception) -> str:
-    """Where a refused payload went wrong: the field a wire error names, else the body."""
-    return error.path if isinstance(error, WireError) else "body"
+    path = error.path if isinstance(error, WireError) else "body"
+    return InvalidRequestError(str(error), [Problem(path=path, message=str(error))])
