@@ -40,8 +40,10 @@ COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 class TraceError(ValueError):
     """A trace file that does not follow the common schema."""
 
-    def __init__(self, path: str, line: int, field: str, message: str) -> None:
-        super().__init__(f"{path}, line {line}, field {field!r}: {message}")
+    def __init__(self, path: str, line: int, field: str | None, message: str) -> None:
+        # A problem of the file itself (its encoding) names no field.
+        where = f"line {line}" if field is None else f"line {line}, field {field!r}"
+        super().__init__(f"{path}, {where}: {message}")
         self.path = path
         self.line = line
         self.field = field
@@ -72,12 +74,32 @@ class TraceJob:
         return self.user or self.vc or "default"
 
 
-def _open_text(path: Path) -> io.TextIOBase:
+def _open_bytes(path: Path) -> gzip.GzipFile | io.BufferedReader:
+    """The file's bytes, gunzipped when it is gzip (by its magic, not its name)."""
     with path.open("rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return io.TextIOWrapper(path.open("rb"), encoding="utf-8", newline="")
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    return io.TextIOWrapper(_open_bytes(path), encoding="utf-8", newline="")
+
+
+def _first_undecodable(path: Path) -> tuple[int, int]:
+    """The line (from 1) and value of the first byte of `path` that is not UTF-8.
+
+    The text reader decodes a block at a time, so its line count says nothing of where
+    the bad byte is: the raw lines are read again, only on this error's path.
+    """
+    with _open_bytes(path) as raw:
+        for number, line in enumerate(raw, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return number, line[error.start]
+    return 1, 0
 
 
 class _RowReader:
@@ -132,19 +154,23 @@ def iter_trace(path: str | Path, max_jobs: int | None = None) -> Iterator[TraceJ
         raise ValueError("max_jobs must be >= 0")
     with _open_text(source) as handle:
         reader = csv.DictReader(handle)
-        header = reader.fieldnames
-        if header is None:
-            raise TraceError(name, 1, "header", "the file is empty")
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        if missing:
-            raise TraceError(name, 1, missing[0], "required column is missing from the header")
-        unknown = [c for c in header if c not in COLUMNS]
-        if unknown:
-            raise TraceError(
-                name, 1, unknown[0], f"unknown column; the schema has {', '.join(COLUMNS)}"
-            )
-        numbered = ((reader.line_num, row) for row in reader)
-        yield from parse_rows(name, numbered, max_jobs)
+        try:
+            header = reader.fieldnames
+            if header is None:
+                raise TraceError(name, 1, "header", "the file is empty")
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            if missing:
+                raise TraceError(name, 1, missing[0], "required column is missing from the header")
+            unknown = [c for c in header if c not in COLUMNS]
+            if unknown:
+                raise TraceError(
+                    name, 1, unknown[0], f"unknown column; the schema has {', '.join(COLUMNS)}"
+                )
+            numbered = ((reader.line_num, row) for row in reader)
+            yield from parse_rows(name, numbered, max_jobs)
+        except UnicodeDecodeError:
+            line, byte = _first_undecodable(source)
+            raise TraceError(name, line, None, f"not UTF-8 text (byte 0x{byte:02x})") from None
 
 
 def trace_from_rows(rows: Sequence[Mapping[str, object]], name: str = "trace") -> list[TraceJob]:

@@ -320,7 +320,7 @@ class SimulateService:
             _trace(request)
             _rows(request.arrivals, "arrivals")
         except TraceError as error:
-            path = f"{error.path}[{error.line}].{error.field}"
+            path = f"{error.path}[{error.line}]" + (f".{error.field}" if error.field else "")
             raise InvalidRequestError(
                 str(error), [Problem(path=path, message=str(error))]
             ) from error

@@ -90,6 +90,24 @@ def test_bad_rows_name_file_line_and_field(
     assert says in str(error)
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_trace_that_is_not_utf8_names_the_line_of_the_first_bad_byte(
+    tmp_path: Path, packed: bool
+) -> None:
+    # Past the text reader's first block, so its own line count would be wrong.
+    rows = "".join(f"j{i},{i},1,5,,,,,,,,,,\n" for i in range(2000)).encode()
+    raw = HEADER.encode() + rows + b"caf\xe9,3000,1,5,,,,,,,,,,\n"
+    path = tmp_path / ("t.csv.gz" if packed else "t.csv")
+    path.write_bytes(gzip.compress(raw) if packed else raw)
+
+    with pytest.raises(TraceError) as caught:
+        read_trace(path)
+
+    assert caught.value.line == 2002
+    assert caught.value.field is None
+    assert str(caught.value) == f"{path}, line 2002: not UTF-8 text (byte 0xe9)"
+
+
 def test_bad_header_is_reported_on_line_one(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="line 1, field 'duration_s'"):
         read_trace(_write(tmp_path, "a,0,1\n", header="job_id,submit_time_s,num_gpus\n"))
