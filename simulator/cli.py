@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +38,47 @@ if TYPE_CHECKING:
     from simulator.runner import RunConfig
 
 
+MAX_SEED = 2**31 - 1
+"""Seeds are 31-bit, as the simulator derives its draws from them (and as the API takes)."""
+
+
+def seed_option(text: str) -> int:
+    """A `--seed` value: a whole number from 0 to :data:`MAX_SEED`."""
+    value = count_option(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}: {text}")
+    return value
+
+
+def count_option(text: str) -> int:
+    """A count such as `--max-jobs`: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
+def seconds_option(text: str) -> float:
+    """A duration in seconds: a finite number, 0 or more."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `arbiter simulate` (the fixed ones of DESIGN §7 first)."""
     parser.add_argument("--trace", required=True, help="Trace CSV in the common schema (or .gz).")
@@ -48,8 +90,12 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="Profile to simulate; repeat for several (run on the same jobs and seed).",
     )
-    parser.add_argument("--max-jobs", type=int, default=None, help="Only the first N jobs.")
-    parser.add_argument("--seed", type=int, default=0, help="Seed of every random draw.")
+    parser.add_argument(
+        "--max-jobs", type=count_option, default=None, help="Only the first N jobs."
+    )
+    parser.add_argument(
+        "--seed", type=seed_option, default=0, help="Seed of every random draw (0 to 2^31-1)."
+    )
     parser.add_argument(
         "--perf-model",
         choices=("measured", "ideal"),
@@ -120,7 +166,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     sim = parser.add_argument_group("simulator")
     sim.add_argument(
         "--round-period",
-        type=float,
+        type=seconds_option,
         default=60.0,
         help="Seconds between timer rounds while jobs wait (0: no timer).",
     )
@@ -139,7 +185,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--inference-offset",
-        type=float,
+        type=_finite,
         default=None,
         metavar="SECONDS",
         help="Point of the inference series at simulated time 0 (default: day 5 of it).",

@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from simulator.cli import count_option, seed_option
 from simulator.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="A trace CSV and the cluster spec to replay it on; repeat for several.",
     )
     parser.add_argument("--profile", action="append", required=True, metavar="NAME")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="N")
+    parser.add_argument("--seeds", type=seed_option, nargs="+", default=[0, 1, 2], metavar="N")
     parser.add_argument(
         "--load",
         type=float,
@@ -100,7 +101,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=V1,V2",
         help="A workload option's values, as an axis (elastic_fraction=0,0.5; model_mix=gavel).",
     )
-    parser.add_argument("--max-jobs", type=int, default=None, help="Only the first N jobs.")
+    parser.add_argument(
+        "--max-jobs", type=count_option, default=None, help="Only the first N jobs."
+    )
     parser.add_argument("--perf-model", choices=("measured", "ideal"), default="measured")
     add_runner_arguments(parser, default_processes=os.cpu_count() or 1, what="points")
     parser.add_argument("--json", action="store_true", help="Print every row as JSON.")

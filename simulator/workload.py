@@ -97,8 +97,10 @@ class WorkloadOptions:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise WorkloadError(f"{name} must be within [0, 1], not {value}")
-        if self.estimate_error < 0:
-            raise WorkloadError("estimate_error must be >= 0")
+        if not 0.0 <= self.estimate_error < math.inf:  # NaN fails the comparison too
+            raise WorkloadError(
+                f"estimate_error must be a finite number >= 0, not {self.estimate_error}"
+            )
         if self.utility not in UTILITY_FORMS:
             raise WorkloadError(
                 f"utility must be one of {', '.join(UTILITY_FORMS)}, not {self.utility!r}"

@@ -94,6 +94,38 @@ def test_bad_trace_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert f"{bad}, line 2, field 'num_gpus'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--max-jobs", "-3", "must be 0 or more: -3"),
+        ("--seed", "-1", "must be 0 or more: -1"),
+        ("--seed", str(2**31), "must be at most 2147483647"),
+        ("--round-period", "nan", "not a finite number: 'nan'"),
+        ("--round-period", "-5", "must be 0 or more: -5"),
+        ("--inference-offset", "inf", "not a finite number: 'inf'"),
+    ],
+)
+def test_an_option_out_of_range_is_refused_naming_it(
+    option: str, value: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _args("--trace", TRACE, "--cluster", CLUSTER, "--profile", "fifo", option, value)
+
+    assert exited.value.code == 2
+    assert f"argument {option}: {says}" in capsys.readouterr().err
+
+
+def test_an_estimate_error_that_is_not_a_number_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = _args(
+        "--trace", TRACE, "--cluster", CLUSTER, "--profile", "fifo", "--estimate-error", "nan"
+    )
+
+    assert run_simulate(args) == 2
+    assert "estimate_error must be a finite number >= 0, not nan" in capsys.readouterr().err
+
+
 def test_unknown_profile_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     status = run_simulate(_args("--trace", TRACE, "--cluster", CLUSTER, "--profile", "nope"))
     assert status == 2

@@ -155,3 +155,20 @@ def test_the_sweep_command_prints_every_row_and_the_summary_as_json(
     assert len(payload["results"]) == 4
     assert {r["workload"]["elastic_fraction"] for r in payload["results"]} == {0, 0.5}
     assert [s["seeds"] for s in payload["summary"]] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [("--seeds", "-1", "must be 0 or more: -1"), ("--max-jobs", "-2", "must be 0 or more: -2")],
+)
+def test_the_sweep_command_refuses_an_option_out_of_range_naming_it(
+    option: str, value: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_sweep_arguments(parser)
+
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--case", TRACE, CLUSTER, "--profile", "fifo", option, value])
+
+    assert exited.value.code == 2
+    assert f"argument {option}: {says}" in capsys.readouterr().err
