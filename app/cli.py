@@ -59,17 +59,19 @@ def _at_least_one(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from app.serving import ServeOptions, serve
+    from app.settings import load_settings
 
+    load_settings()  # each worker reads them again; a mistake stops the start here, named
     return serve(
         ServeOptions(host=args.host, port=args.port, workers=args.workers, log_level=args.log_level)
     )
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
-    from app.settings import Settings
+    from app.settings import load_settings
     from storage.db import upgrade_database, wait_for_database
 
-    settings = Settings()
+    settings = load_settings()
     wait_for_database(settings.database_url, timeout_s=args.wait_s)
     upgrade_database(settings.database_url)
     print("database is at the latest revision", file=sys.stderr)
@@ -78,9 +80,9 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 
 def _openapi(args: argparse.Namespace) -> int:
     from app.main import create_app
-    from app.settings import Settings
+    from app.settings import load_settings
 
-    spec = create_app(Settings()).openapi()
+    spec = create_app(load_settings()).openapi()
     print(json.dumps(spec, indent=2 if args.indent else None, sort_keys=False))
     return 0
 
@@ -182,7 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.handler(args)
+    from app.settings import SettingsError
+
+    try:
+        result: int = args.handler(args)
+    except SettingsError as error:
+        print(f"arbiter {args.command}: error: {error}", file=sys.stderr)
+        return 2
     return result
 
 

@@ -99,7 +99,7 @@ def run_train(args: argparse.Namespace) -> int:
     from app.errors import ApiError
     from app.schemas import RetrainRequest
     from app.services.retrain import RetrainService, run_retrain_job
-    from app.settings import Settings
+    from app.settings import load_settings
     from simulator.sweep_cli import runner_from_args
     from storage.cache import create_cache
     from storage.db import create_engine_for, make_sessionmaker
@@ -131,7 +131,7 @@ def run_train(args: argparse.Namespace) -> int:
             where = ".".join(str(p) for p in problem["loc"])
             print(f"arbiter train: error: {where}: {problem['msg']}", file=sys.stderr)
         return 2
-    settings = Settings()
+    settings = load_settings()
     engine = create_engine_for(settings.database_url)
     cache = create_cache(settings.redis_url, prefix=settings.redis_prefix)
     report, close = _stage_bars(not args.no_progress and sys.stderr.isatty())
@@ -164,14 +164,14 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from app.settings import Settings
+    from app.settings import load_settings
     from app.worker import serve
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        return serve(Settings(), burst=args.burst, queue=args.queue)
+        return serve(load_settings(), burst=args.burst, queue=args.queue)
     except ValueError as error:
         print(f"arbiter worker: error: {error}", file=sys.stderr)
         return 2

@@ -12,9 +12,14 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from storage.db import normalize_database_url
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _SHADOW_ENTRY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 DEFAULT_STATE_TTL_S = 30 * 86_400.0
@@ -341,7 +346,42 @@ class Settings(BaseSettings):
             )
         return seconds
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_names_a_database(cls, value: str) -> str:
+        """A URL SQLAlchemy can open, checked here so that a typo stops the start with the
+        variable named, not a traceback from inside the app's start-up."""
+        try:
+            make_url(normalize_database_url(value)).get_dialect()
+        except NoSuchModuleError:  # a kind of ArgumentError, so asked first
+            raise ValueError(
+                f"no database driver for {value.partition(':')[0]!r} (sqlite or postgresql)"
+            ) from None
+        except ArgumentError:
+            raise ValueError(f"not a database URL: {value!r}") from None
+        return value
+
     @field_validator("redis_url")
     @classmethod
-    def _empty_means_none(cls, value: str | None) -> str | None:
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(_REDIS_SCHEMES):
+            raise ValueError(f"must start with {', '.join(_REDIS_SCHEMES)}: {value!r}")
         return value or None
+
+
+class SettingsError(ValueError):
+    """Settings the environment gives that cannot be used; one line per variable."""
+
+
+def load_settings() -> Settings:
+    """:class:`Settings` from the environment, or a :class:`SettingsError` naming each
+    `ARBITER_*` variable that is wrong and why (for the command line to print)."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors(include_url=False):
+            name = "ARBITER_" + "_".join(str(p) for p in problem["loc"][:1]).upper()
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            lines.append(message if message.startswith(name) else f"{name}: {message}")
+        raise SettingsError("; ".join(lines)) from None

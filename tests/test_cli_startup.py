@@ -94,3 +94,51 @@ def test_serve_refuses_a_worker_count_below_one_or_not_a_number(
         build_parser().parse_args(["serve", "--workers", workers])
     assert exited.value.code == 2
     assert "--workers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("ARBITER_DATABASE_URL", "garbage", "ARBITER_DATABASE_URL: not a database URL: 'garbage'"),
+        (
+            "ARBITER_DATABASE_URL",
+            "foo://x",
+            "ARBITER_DATABASE_URL: no database driver for 'foo' (sqlite or postgresql)",
+        ),
+        (
+            "ARBITER_REDIS_URL",
+            "localhost:6379",
+            "ARBITER_REDIS_URL: must start with redis://, rediss://, unix://",
+        ),
+        ("ARBITER_LOG_BUFFER", "0", "ARBITER_LOG_BUFFER: Input should be greater than or equal"),
+        ("ARBITER_STATE_TTL_S", "-5", "ARBITER_STATE_TTL_S must be a number of seconds"),
+    ],
+)
+@pytest.mark.parametrize("verb", [["serve"], ["db", "upgrade"], ["openapi"]])
+def test_a_setting_that_cannot_be_used_stops_the_verb_naming_the_variable(
+    verb: list[str],
+    case: tuple[str, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before anything starts: no server, no connection, no traceback.
+    variable, value, says = case
+    monkeypatch.setenv(variable, value)
+
+    assert main(verb) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"arbiter {verb[0]}: error: ")
+    assert says in error
+    assert "Traceback" not in error
+
+
+def test_every_wrong_setting_is_named_in_one_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ARBITER_DATABASE_URL", "garbage")
+    monkeypatch.setenv("ARBITER_MAX_JOBS", "many")
+
+    assert main(["openapi"]) == 2
+    error = capsys.readouterr().err
+    assert "ARBITER_DATABASE_URL: not a database URL" in error
+    assert "ARBITER_MAX_JOBS: Input should be a valid integer" in error
