@@ -57,6 +57,17 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    # Checked here: the socket layer would take 99999 as 99999 mod 65536 and say nothing.
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535: {text}")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     from app.serving import ServeOptions, serve
     from app.settings import load_settings
@@ -132,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="Run the HTTP service.")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--port", type=_port, default=8000, help="TCP port, 0 to 65535 (0: any free one)."
+    )
     serve.add_argument(
         "--workers",
         type=_at_least_one,

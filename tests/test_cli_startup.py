@@ -96,6 +96,16 @@ def test_serve_refuses_a_worker_count_below_one_or_not_a_number(
     assert "--workers" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "eighty"])
+def test_serve_refuses_a_port_outside_the_tcp_range(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--port", port])
+    assert exited.value.code == 2
+    assert "argument --port" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "case",
     [
