@@ -61,6 +61,14 @@ def count_option(text: str) -> int:
     return value
 
 
+def at_least_one_option(text: str) -> int:
+    """A count that cannot be empty, such as seeds per scenario: a whole number, 1 or more."""
+    value = count_option(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text}")
+    return value
+
+
 def seconds_option(text: str) -> float:
     """A duration in seconds: a finite number, 0 or more."""
     value = _finite(text)

@@ -27,6 +27,8 @@ from simulator.accelerator.dispatchers import Dispatcher, HttpDispatcher, InProc
 from simulator.accelerator.report import mean_over_seeds, metrics, table, write_plots
 from simulator.accelerator.system import run_episode
 from simulator.accelerator.workload import arrivals, scenarios
+from simulator.cli import MAX_SEED, at_least_one_option, seed_option
+from simulator.deciders import UnknownProfileError
 
 
 def add_dispatch_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +45,12 @@ def add_dispatch_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="Profile whose dispatch policy answers (repeatable).",
     )
-    parser.add_argument("--seed", type=int, default=0, help="First seed.")
+    parser.add_argument("--seed", type=seed_option, default=0, help="First seed.")
     parser.add_argument(
-        "--seeds", type=int, default=1, help="Seeds per scenario (seed, seed+1, …)."
+        "--seeds",
+        type=at_least_one_option,
+        default=1,
+        help="Seeds per scenario (seed, seed+1, …).",
     )
     parser.add_argument("--json", action="store_true", help="One JSON object on stdout.")
     parser.add_argument("--out", type=Path, help="Write report.md, results.json, plots.")
@@ -118,9 +123,20 @@ def run_dispatch_simulate(args: argparse.Namespace) -> int:
     if args.report_outcomes and args.via_http is None:
         print("--report-outcomes needs --via-http URL (the service to report to)", file=sys.stderr)
         return 2
-    results = simulate(
-        names, args.profile, seeds, via_http=args.via_http, report_outcomes=args.report_outcomes
-    )
+    if seeds[-1] > MAX_SEED:
+        print(
+            f"arbiter dispatch-simulate: error: --seed {args.seed} with --seeds {args.seeds} "
+            f"runs past the largest seed, {MAX_SEED}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        results = simulate(
+            names, args.profile, seeds, via_http=args.via_http, report_outcomes=args.report_outcomes
+        )
+    except UnknownProfileError as error:
+        print(f"arbiter dispatch-simulate: error: {error}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"results": results}))
     else:

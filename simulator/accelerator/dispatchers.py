@@ -19,6 +19,7 @@ from policies.learned.models import ModelProvider
 from policies.model import encode
 from policies.profiles import load_profiles
 from policies.registry import build_registry
+from simulator.deciders import UnknownProfileError
 from simulator.http_client import HttpClient, decoded, post_json
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class InProcessDispatcher(PolicyDispatcher):
         registry = build_registry()
         pairs = build_dispatch(registry, load_profiles(registry), models)
         if profile not in pairs:
-            raise LookupError(f"unknown profile {profile!r}; known: {', '.join(sorted(pairs))}")
+            known = ", ".join(sorted(pairs))
+            raise UnknownProfileError(f"unknown profile {profile!r}; known: {known}")
         pair: DispatchPair = pairs[profile]
         super().__init__(profile, pair.policy, pair.fallback)
 

@@ -156,3 +156,35 @@ def test_dispatch_simulate_prints_one_json_object_with_the_metrics(
     for plot in ("sla_over_load.png", "sla_by_tenant.png", "utilization.png"):
         assert (tmp_path / plot).stat().st_size > 0
         assert f"]({plot})" in report
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--seeds", "0"], "argument --seeds: must be 1 or more: 0"),
+        (["--seed", "-5"], "argument --seed: must be 0 or more: -5"),
+        (["--seed", "2147483647", "--seeds", "2"], "runs past the largest seed, 2147483647"),
+    ],
+)
+def test_dispatch_simulate_refuses_seeds_out_of_range_naming_them(
+    options: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["dispatch-simulate", "--scenario", "light-homogeneous", "--profile", "edf", *options]
+    try:
+        code = main(argv)
+    except SystemExit as exited:  # refused while parsing
+        code = int(str(exited.code))
+
+    assert code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_dispatch_simulate_refuses_an_unknown_profile_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["dispatch-simulate", "--scenario", "light-homogeneous", "--profile", "nope"])
+
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("arbiter dispatch-simulate: error: unknown profile 'nope'; known:")
+    assert "relmas" in error
