@@ -11,6 +11,7 @@ Both read `ARBITER_*` like the service.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -95,14 +96,15 @@ def _stage_bars(enabled: bool) -> tuple[Callable[[str, float], None], Callable[[
 def run_train(args: argparse.Namespace) -> int:
     """`arbiter train`: 0 when the job succeeded, 1 when it failed, 2 for bad input."""
     from pydantic import ValidationError
+    from sqlalchemy.exc import SQLAlchemyError
 
-    from app.errors import ApiError
+    from app.errors import ApiError, UnavailableError
     from app.schemas import RetrainRequest
     from app.services.retrain import RetrainService, run_retrain_job
     from app.settings import load_settings
     from simulator.sweep_cli import runner_from_args
     from storage.cache import create_cache
-    from storage.db import create_engine_for, make_sessionmaker
+    from storage.db import create_engine_for, make_sessionmaker, schema_is_current
     from training.dl2.trainer import Dl2Trainer
     from training.registry import Trainers, trainers
 
@@ -140,7 +142,17 @@ def run_train(args: argparse.Namespace) -> int:
         try:
             job = RetrainService(sessions, queue=None).create(request)
         except ApiError as error:
-            print(f"arbiter train: error: {error.detail}", file=sys.stderr)
+            detail = error.detail
+            if isinstance(error, UnavailableError):
+                # Reached, but without the tables (a fresh file): not a matter of retrying.
+                with contextlib.suppress(SQLAlchemyError):
+                    if not schema_is_current(engine, settings.database_url):
+                        detail = (
+                            "the database ARBITER_DATABASE_URL names has no Arbiter schema, "
+                            "or an older one: run `arbiter db upgrade` (the service does it "
+                            "when it starts)"
+                        )
+            print(f"arbiter train: error: {detail}", file=sys.stderr)
             return 2
         print(f"retrain job {job.id}", file=sys.stderr)
         # Where dl2 plays its episodes is the caller's machine, not the job's: not a request field.

@@ -21,7 +21,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from simulator.cli import count_option, seed_option
+from simulator.cli import at_least_one_option, count_option, seed_option
 from simulator.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def add_runner_arguments(
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--processes",
-        type=int,
+        type=at_least_one_option,
         default=default_processes,
         help=f"Run the {what} on this many local processes (1: in this process; "
         f"default {default_processes}).",

@@ -164,6 +164,19 @@ def upgrade_database(url: str) -> None:
         engine.dispose()
 
 
+def schema_is_current(engine: Engine, url: str) -> bool:
+    """Whether the database behind ``engine`` is at the newest revision (tables made by
+    ``arbiter db upgrade`` or the service's start). Raises SQLAlchemyError when the
+    database cannot be reached."""
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 (see alembic_config)
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    return current == head
+
+
 @contextlib.contextmanager
 def _migration_lock(connection: Connection) -> Iterator[None]:
     dialect = connection.dialect.name

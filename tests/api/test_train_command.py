@@ -88,3 +88,25 @@ def test_worker_without_redis_says_why_it_cannot_run(
 
     assert main(["worker", "--burst"]) == 2
     assert "ARBITER_REDIS_URL is not set" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("environment")
+def test_train_on_a_database_without_the_schema_says_to_upgrade_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # No client here: nothing started the service, so nothing made its tables.
+    status = main(["train", "dl2", *TINY_FLAGS])
+
+    assert status == 2
+    error = capsys.readouterr().err
+    assert "has no Arbiter schema" in error
+    assert "arbiter db upgrade" in error
+
+
+@pytest.mark.usefixtures("environment")
+def test_train_refuses_a_process_count_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "dl2", "--processes", "0"])
+
+    assert exited.value.code == 2
+    assert "argument --processes: must be 1 or more: 0" in capsys.readouterr().err
