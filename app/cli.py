@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from simulator import options
+
 Declare = Callable[[argparse.ArgumentParser], None]
 """Adds a verb's options to its parser and sets its `handler`."""
 
@@ -45,27 +47,6 @@ class _VerbParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         self._declared()
         return super().format_help()
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    # Checked here: the socket layer would take 99999 as 99999 mod 65536 and say nothing.
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 65535: {text}")
-    return value
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -144,11 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="Run the HTTP service.")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument(
-        "--port", type=_port, default=8000, help="TCP port, 0 to 65535 (0: any free one)."
+        "--port",
+        type=options.whole_number(0, 65535),
+        default=8000,
+        help="TCP port, 0 to 65535 (0: any free one).",
     )
     serve.add_argument(
         "--workers",
-        type=_at_least_one,
+        type=options.at_least_one,
         default=1,
         help=(
             "Worker processes, each with its own socket on the port (SO_REUSEPORT, so the "

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Never
 
+from simulator import options
 from simulator.workload import UTILITY_FORMS, UTILITY_VALUES, WorkloadError, WorkloadOptions
 
 # The engine, the simulator's core and its reports are imported inside the functions that
@@ -36,55 +36,6 @@ from simulator.workload import UTILITY_FORMS, UTILITY_VALUES, WorkloadError, Wor
 if TYPE_CHECKING:
     from simulator.http_client import HttpClient
     from simulator.runner import RunConfig
-
-
-MAX_SEED = 2**31 - 1
-"""Seeds are 31-bit, as the simulator derives its draws from them (and as the API takes)."""
-
-
-def seed_option(text: str) -> int:
-    """A `--seed` value: a whole number from 0 to :data:`MAX_SEED`."""
-    value = count_option(text)
-    if value > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}: {text}")
-    return value
-
-
-def count_option(text: str) -> int:
-    """A count such as `--max-jobs`: a whole number, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
-    return value
-
-
-def at_least_one_option(text: str) -> int:
-    """A count that cannot be empty, such as seeds per scenario: a whole number, 1 or more."""
-    value = count_option(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more: {text}")
-    return value
-
-
-def seconds_option(text: str) -> float:
-    """A duration in seconds: a finite number, 0 or more."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
-    return value
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
 
 
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,10 +50,10 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         help="Profile to simulate; repeat for several (run on the same jobs and seed).",
     )
     parser.add_argument(
-        "--max-jobs", type=count_option, default=None, help="Only the first N jobs."
+        "--max-jobs", type=options.count, default=None, help="Only the first N jobs."
     )
     parser.add_argument(
-        "--seed", type=seed_option, default=0, help="Seed of every random draw (0 to 2^31-1)."
+        "--seed", type=options.seed, default=0, help="Seed of every random draw (0 to 2^31-1)."
     )
     parser.add_argument(
         "--perf-model",
@@ -174,7 +125,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     sim = parser.add_argument_group("simulator")
     sim.add_argument(
         "--round-period",
-        type=seconds_option,
+        type=options.seconds,
         default=60.0,
         help="Seconds between timer rounds while jobs wait (0: no timer).",
     )
@@ -193,7 +144,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--inference-offset",
-        type=_finite,
+        type=options.finite_number(),
         default=None,
         metavar="SECONDS",
         help="Point of the inference series at simulated time 0 (default: day 5 of it).",

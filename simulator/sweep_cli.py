@@ -21,7 +21,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from simulator.cli import at_least_one_option, count_option, seed_option
+from simulator import options
 from simulator.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def add_runner_arguments(
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--processes",
-        type=at_least_one_option,
+        type=options.at_least_one,
         default=default_processes,
         help=f"Run the {what} on this many local processes (1: in this process; "
         f"default {default_processes}).",
@@ -84,7 +84,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="A trace CSV and the cluster spec to replay it on; repeat for several.",
     )
     parser.add_argument("--profile", action="append", required=True, metavar="NAME")
-    parser.add_argument("--seeds", type=seed_option, nargs="+", default=[0, 1, 2], metavar="N")
+    parser.add_argument("--seeds", type=options.seed, nargs="+", default=[0, 1, 2], metavar="N")
     parser.add_argument(
         "--load",
         type=float,
@@ -102,7 +102,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="A workload option's values, as an axis (elastic_fraction=0,0.5; model_mix=gavel).",
     )
     parser.add_argument(
-        "--max-jobs", type=count_option, default=None, help="Only the first N jobs."
+        "--max-jobs", type=options.count, default=None, help="Only the first N jobs."
     )
     parser.add_argument("--perf-model", choices=("measured", "ideal"), default="measured")
     add_runner_arguments(parser, default_processes=os.cpu_count() or 1, what="points")

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from simulator import options
 from simulator.accelerator.costs import load_costs
 from simulator.accelerator.dispatchers import Dispatcher, HttpDispatcher, InProcessDispatcher
 from simulator.accelerator.report import mean_over_seeds, metrics, table, write_plots
 from simulator.accelerator.system import run_episode
 from simulator.accelerator.workload import arrivals, scenarios
-from simulator.cli import MAX_SEED, at_least_one_option, seed_option
 from simulator.deciders import UnknownProfileError
 
 
@@ -45,10 +45,10 @@ def add_dispatch_simulate_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="Profile whose dispatch policy answers (repeatable).",
     )
-    parser.add_argument("--seed", type=seed_option, default=0, help="First seed.")
+    parser.add_argument("--seed", type=options.seed, default=0, help="First seed.")
     parser.add_argument(
         "--seeds",
-        type=at_least_one_option,
+        type=options.at_least_one,
         default=1,
         help="Seeds per scenario (seed, seed+1, …).",
     )
@@ -123,10 +123,10 @@ def run_dispatch_simulate(args: argparse.Namespace) -> int:
     if args.report_outcomes and args.via_http is None:
         print("--report-outcomes needs --via-http URL (the service to report to)", file=sys.stderr)
         return 2
-    if seeds[-1] > MAX_SEED:
+    if seeds[-1] > options.MAX_SEED:
         print(
             f"arbiter dispatch-simulate: error: --seed {args.seed} with --seeds {args.seeds} "
-            f"runs past the largest seed, {MAX_SEED}",
+            f"runs past the largest seed, {options.MAX_SEED}",
             file=sys.stderr,
         )
         return 2

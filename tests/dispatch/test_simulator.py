@@ -162,7 +162,7 @@ def test_dispatch_simulate_prints_one_json_object_with_the_metrics(
     ("options", "says"),
     [
         (["--seeds", "0"], "argument --seeds: must be 1 or more: 0"),
-        (["--seed", "-5"], "argument --seed: must be 0 or more: -5"),
+        (["--seed", "-5"], "argument --seed: must be from 0 to 2147483647: -5"),
         (["--seed", "2147483647", "--seeds", "2"], "runs past the largest seed, 2147483647"),
     ],
 )

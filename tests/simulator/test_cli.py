@@ -98,8 +98,8 @@ def test_bad_trace_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("option", "value", "says"),
     [
         ("--max-jobs", "-3", "must be 0 or more: -3"),
-        ("--seed", "-1", "must be 0 or more: -1"),
-        ("--seed", str(2**31), "must be at most 2147483647"),
+        ("--seed", "-1", "must be from 0 to 2147483647: -1"),
+        ("--seed", str(2**31), "must be from 0 to 2147483647: 2147483648"),
         ("--round-period", "nan", "not a finite number: 'nan'"),
         ("--round-period", "-5", "must be 0 or more: -5"),
         ("--inference-offset", "inf", "not a finite number: 'inf'"),

@@ -159,7 +159,10 @@ def test_the_sweep_command_prints_every_row_and_the_summary_as_json(
 
 @pytest.mark.parametrize(
     ("option", "value", "says"),
-    [("--seeds", "-1", "must be 0 or more: -1"), ("--max-jobs", "-2", "must be 0 or more: -2")],
+    [
+        ("--seeds", "-1", "must be from 0 to 2147483647: -1"),
+        ("--max-jobs", "-2", "must be 0 or more: -2"),
+    ],
 )
 def test_the_sweep_command_refuses_an_option_out_of_range_naming_it(
     option: str, value: str, says: str, capsys: pytest.CaptureFixture[str]
