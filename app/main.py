@@ -205,6 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             SimulateLimits(
                 max_jobs=settings.simulate_max_jobs,
                 max_profiles=settings.simulate_max_profiles,
+                max_nodes=settings.max_nodes,
                 timeout_s=settings.simulate_timeout_s,
                 processes=settings.simulate_processes,
             ),

@@ -45,6 +45,9 @@ from simulator.workload import WorkloadError, WorkloadOptions
 class SimulateLimits:
     max_jobs: int = 2000
     max_profiles: int = 8
+    max_nodes: int = 20_000
+    """Nodes a cluster spec may build: a spec is a few lines whatever its `count`s say, so
+    the limit on the body's size does not bound the nodes a worker would make of it."""
     timeout_s: float = 60.0
     processes: int = 1
 
@@ -295,6 +298,18 @@ class SimulateService:
                     message=(
                         f"{jobs:,} {what}; at most {limits.max_jobs:,} (ARBITER_SIMULATE_MAX_JOBS)"
                     ),
+                )
+            )
+        if request.cluster is not None:
+            nodes, where = sum(g.count for g in request.cluster.node_groups), "cluster.node_groups"
+        else:
+            listed = (request.snapshot or {}).get("nodes")
+            nodes, where = (len(listed) if isinstance(listed, list) else 0), "snapshot.nodes"
+        if nodes > limits.max_nodes:
+            problems.append(
+                Problem(
+                    path=where,
+                    message=f"{nodes:,} nodes; at most {limits.max_nodes:,} (ARBITER_MAX_NODES)",
                 )
             )
         if len(request.profiles) > limits.max_profiles:

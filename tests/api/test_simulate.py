@@ -121,6 +121,39 @@ def test_more_rows_than_the_limit_is_a_422_naming_it(tmp_path: Path) -> None:
     assert "ARBITER_SIMULATE_MAX_JOBS" in problem["message"]
 
 
+def test_a_cluster_spec_of_more_nodes_than_the_limit_is_a_422_naming_it(
+    client: TestClient,
+) -> None:
+    # A few bytes of spec can ask for a billion nodes: refused before any worker builds them.
+    group = {**CLUSTER["node_groups"][0], "count": 1_000_000_000}
+    huge = {**CLUSTER, "node_groups": [group]}
+
+    response = client.post(
+        "/v1/simulate", json={"trace": ROWS, "cluster": huge, "profiles": ["fifo"]}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["problems"] == [
+        {
+            "path": "cluster.node_groups",
+            "message": "1,000,000,000 nodes; at most 20,000 (ARBITER_MAX_NODES)",
+        }
+    ]
+
+
+def test_a_snapshot_of_more_nodes_than_the_limit_is_a_422_naming_it(tmp_path: Path) -> None:
+    with TestClient(create_app(settings_for(tmp_path, max_nodes=1))) as small:
+        response = small.post(
+            "/v1/simulate",
+            json={"snapshot": state_snapshot(), "arrivals": ARRIVALS, "profiles": ["fifo"]},
+        )
+
+    assert response.status_code == 422
+    assert response.json()["problems"] == [
+        {"path": "snapshot.nodes", "message": "2 nodes; at most 1 (ARBITER_MAX_NODES)"}
+    ]
+
+
 def test_a_run_past_the_time_limit_stops_with_a_422_naming_it(tmp_path: Path) -> None:
     rows = [
         {"job_id": f"j{i}", "submit_time_s": i, "num_gpus": 1 + i % 8, "duration_s": 50 + i}
