@@ -28,6 +28,12 @@ MAX_WORKERS = 1_000_000
 """More workers (or parameter servers) than any cluster runs: larger counts are refused
 when decoded, so no request can make a policy enumerate millions of worker counts."""
 
+MAX_WORKER_COUNTS = 4_096
+"""Most worker counts one job may accept (`min_workers` to `max_workers` by
+`worker_step`). Policies list, price or score every accepted count, job by job: a range
+of a million counts in a request of a few bytes held a decision for seconds per job.
+4,096 counts is every count of a job that grows to 4,096 workers one at a time."""
+
 
 class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of every domain model: immutable, strict about unknown keys.
@@ -177,7 +183,12 @@ class Job(Frozen, frozen=True):
     ] = None
     max_workers: Annotated[
         Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None,
-        Meta(description="Most workers the job runs with; none = `workers`."),
+        Meta(
+            description=(
+                "Most workers the job runs with; none = `workers`. Under the linear rule the "
+                "range holds at most 4,096 counts (`worker_step` apart)."
+            )
+        ),
     ] = None
     scaling_rule: Annotated[
         ScalingRule, Meta(description="Which worker counts between the bounds it accepts.")
@@ -490,6 +501,17 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                 path=f"jobs[{i}].max_workers",
                 message=f"max_workers {hi} is below requested workers {workers}",
             )
+        if job.scaling_rule is ScalingRule.LINEAR and lo <= hi:
+            accepted = (hi - lo) // job.worker_step + 1
+            if accepted > MAX_WORKER_COUNTS:
+                yield Problem(
+                    path=f"jobs[{i}].max_workers",
+                    message=(
+                        f"accepts {accepted:,} worker counts ({lo} to {hi} by "
+                        f"{job.worker_step}); at most {MAX_WORKER_COUNTS:,}: raise worker_step "
+                        "or narrow the range"
+                    ),
+                )
         if job.max_ps is not None and job.ps > job.max_ps:
             yield Problem(
                 path=f"jobs[{i}].max_ps", message=f"max_ps {job.max_ps} is below ps {job.ps}"

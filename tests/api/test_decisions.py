@@ -237,6 +237,33 @@ def test_a_worker_count_no_cluster_has_is_422_with_path(client: TestClient) -> N
     assert any(p.startswith("snapshot.jobs[1].max_workers") for p in problems)
 
 
+def test_a_job_accepting_more_worker_counts_than_the_limit_is_422_naming_it(
+    client: TestClient,
+) -> None:
+    # A million accepted counts in a few bytes held a `dl2` decision for seconds per job.
+    snapshot = small_snapshot()
+    snapshot["jobs"][1].update(workers=1000, min_workers=1, max_workers=1_000_000)
+
+    for profile in ("dl2", "oasis"):
+        problems = _problems(post(client, {"profile": profile, "snapshot": snapshot}))
+
+        assert problems == [
+            "snapshot.jobs[1].max_workers: accepts 1,000,000 worker counts (1 to 1000000 by "
+            "1); at most 4,096: raise worker_step or narrow the range"
+        ]
+
+
+def test_a_wide_range_with_a_step_that_keeps_the_counts_few_is_accepted(
+    client: TestClient,
+) -> None:
+    snapshot = small_snapshot()
+    snapshot["jobs"][1].update(workers=8, min_workers=8, max_workers=800_000, worker_step=200)
+
+    response = post(client, {"profile": "fifo", "snapshot": snapshot})
+
+    assert response.status_code == 200, response.text
+
+
 @pytest.mark.parametrize(
     ("path", "content_type"),
     [
