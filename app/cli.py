@@ -181,11 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app.settings import SettingsError
-
     try:
         result: int = args.handler(args)
-    except SettingsError as error:
+    except ValueError as error:
+        # Only a verb that read the settings can raise their error, and it has imported
+        # them: looked up here, `arbiter simulate` does not pay for importing them.
+        from app.settings import SettingsError
+
+        if not isinstance(error, SettingsError):
+            raise
         print(f"arbiter {args.command}: error: {error}", file=sys.stderr)
         return 2
     return result
