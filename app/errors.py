@@ -145,10 +145,13 @@ def problems_from_validation(errors: Iterable[Any], prefix: str = "") -> list[Pr
         message = str(e.get("msg", "invalid"))
         kind = e.get("type")
         if kind in ("union_tag_not_found", "union_tag_invalid"):
-            # The tag is a field like any other: named at its own path, with its choices.
+            # The tag is a field like any other: named at its own path, with its choices
+            # (pydantic quotes the field's name in the context, and lists the tags only
+            # when one was given).
+            ctx = e.get("ctx", {})
+            loc = [*loc, str(ctx.get("discriminator", "kind")).strip("'")]
             tags = ", ".join(sorted(_UNION_TAGS))
-            found = e.get("ctx", {}).get("tag")
-            loc = [*loc, "kind"]
+            found = ctx.get("tag")
             message = (
                 f"required: one of {tags}" if found is None else f"{found!r} is not one of {tags}"
             )
