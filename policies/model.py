@@ -186,7 +186,7 @@ class Job(Frozen, frozen=True):
         Meta(
             description=(
                 "Most workers the job runs with; none = `workers`. Under the linear rule the "
-                "range holds at most 4,096 counts (`worker_step` apart)."
+                f"range holds at most {MAX_WORKER_COUNTS:,} counts (`worker_step` apart)."
             )
         ),
     ] = None
@@ -501,7 +501,9 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                 path=f"jobs[{i}].max_workers",
                 message=f"max_workers {hi} is below requested workers {workers}",
             )
-        if job.scaling_rule is ScalingRule.LINEAR and lo <= hi:
+        # A range narrower than the limit holds few enough counts whatever its step: this
+        # walk runs over every job of every snapshot sent, so only wide ones are counted.
+        if hi - lo >= MAX_WORKER_COUNTS and job.scaling_rule is ScalingRule.LINEAR:
             accepted = (hi - lo) // job.worker_step + 1
             if accepted > MAX_WORKER_COUNTS:
                 yield Problem(
