@@ -26,6 +26,7 @@ from tests.golden.record import (
     scenario_cluster,
     scenario_config,
     scenario_jobs,
+    wide_snapshot,
 )
 from tests.golden.wire import decision_json, reclaim_json, reclaim_request_from, snapshot_from
 
@@ -43,6 +44,20 @@ def pipeline(profile: str) -> Pipeline:
 @cache
 def example(name: str) -> Snapshot:
     return example_snapshot(name)
+
+
+@cache
+def wide(name: str) -> Snapshot:
+    return wide_snapshot(name)
+
+
+def case_snapshot(case: dict[str, Any]) -> Snapshot:
+    """The snapshot a golden decision was made for: an example, widened or not, or its own."""
+    if "example" in case:
+        return example(case["example"])
+    if "wide" in case:
+        return wide(case["wide"])
+    return snapshot_from(case["snapshot"])
 
 
 def _first_difference(got: Any, want: Any, path: str = "") -> str:
@@ -67,9 +82,7 @@ def test_every_golden_decision_is_reproduced(profile: str) -> None:
     cases = [c for c in golden()["decisions"] if c["profile"] == profile]
     assert cases, f"the golden set has no decision of {profile!r}"
     for case in cases:
-        snapshot = (
-            example(case["example"]) if "example" in case else snapshot_from(case["snapshot"])
-        )
+        snapshot = case_snapshot(case)
         outcome = pipeline(profile).run(
             snapshot, state=case["state"], seed=case["seed"], decision_id=case["decision_id"]
         )
@@ -88,9 +101,7 @@ def test_a_decision_without_explanations_is_the_golden_one_less_its_reasons(
     """`explain=False` (what the simulator asks for) changes nothing the decision does."""
     cases = [c for c in golden()["decisions"] if c["profile"] == profile]
     for case in cases:
-        snapshot = (
-            example(case["example"]) if "example" in case else snapshot_from(case["snapshot"])
-        )
+        snapshot = case_snapshot(case)
         outcome = pipeline(profile).run(
             snapshot,
             state=case["state"],
