@@ -4,6 +4,7 @@
     .venv/bin/python -m evidence.bench_engine --profiles fifo,oasis --iterations 50 --repeat 5
     .venv/bin/python -m evidence.bench_engine --json out/engine.json
     .venv/bin/python -m evidence.bench_engine --checkout ../old   # an older commit's core
+    .venv/bin/python -m evidence.bench_engine --profiles oasis,aryl --widen 5   # wide ranges
 
 For each profile and each snapshot (default `examples/small.json` and
 `examples/large.json`) the snapshot is decoded once (`decode_snapshot`), the profile's
@@ -13,6 +14,11 @@ profiles (`oasis`, `tiresias`) get an empty state every time (`state=None`), so 
 iteration does the same work and the profiles compare. Also measured: decoding the
 snapshot (`decode_snapshot` on the raw bytes) and encoding the decision
 (`policies.model.encode`, as the service answers).
+
+`--widen N` adds, for each snapshot, a variant (`<name>-wide`) in which every N-th
+waiting job accepts a wide range of worker counts (up to 4,096, as a caller may send:
+`evidence.generate_examples.widen_waiting_jobs`), for the policies that price or score
+every count.
 
 `--repeat K` repeats the whole measurement K times (every cell once per round, so slow
 drifts of a shared machine spread over all cells) and reports the median of the K
@@ -30,6 +36,7 @@ import gc
 import importlib
 import importlib.machinery
 import importlib.util
+import json
 import platform
 import statistics
 import sys
@@ -244,9 +251,11 @@ def measure(
     warmup: int,
     repeat: int,
     seed: int,
+    widen: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Cell]:
-    """Every (profile, snapshot) cell, measured `repeat` times round-robin."""
+    """Every (profile, snapshot) cell, measured `repeat` times round-robin; with `widen`,
+    each snapshot's widened variant too."""
     registry = core().build_registry()
     known = core().load_profiles(registry)
     unknown = [name for name in profiles if name not in known]
@@ -254,6 +263,13 @@ def measure(
         raise SystemExit(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(known)}")
     pipelines = {name: core().Pipeline.build(known[name], registry) for name in profiles}
     raws = {path.stem: path.read_bytes() for path in snapshots}
+    if widen is not None:
+        # Imported here: it reads `policies`, which `--checkout` may have replaced.
+        from evidence.generate_examples import widen_waiting_jobs  # noqa: PLC0415
+
+        for name, raw in list(raws.items()):
+            wide = widen_waiting_jobs(json.loads(raw), widen)
+            raws[f"{name}-wide"] = json.dumps(wide, separators=(",", ":")).encode()
     decode_snapshot = core().decode_snapshot
     decoded = {name: decode_snapshot(raw) for name, raw in raws.items()}
     cells = {
@@ -317,6 +333,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed passed to Pipeline.run")
     parser.add_argument(
+        "--widen",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also each snapshot with every N-th waiting job accepting up to 4,096 worker counts",
+    )
+    parser.add_argument(
         "--checkout",
         type=Path,
         default=None,
@@ -329,6 +352,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--iterations must be at least {MIN_ITERATIONS}")
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be at least 1 and --warmup at least 0")
+    if args.widen is not None and args.widen < 1:
+        parser.error("--widen must be at least 1")
     return args
 
 
@@ -348,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         repeat=args.repeat,
         seed=args.seed,
+        widen=args.widen,
         progress=None if args.quiet else progress(),
     )
     print(render(cells, args.iterations, args.repeat))

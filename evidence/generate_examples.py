@@ -690,6 +690,36 @@ def snapshot_json(layout: Layout, nodes: list[NodeState], jobs: list[JobDraft]) 
     }
 
 
+WIDE_RANGES = ((1, 4096, 1), (2, 8190, 2), (1, 1000, 3))
+"""(min_workers, max_workers, worker_step) that `widen_waiting_jobs` gives in turn; each
+holds at most 4,096 counts, the most a job may accept."""
+
+
+def widen_waiting_jobs(snapshot: JsonObject, every: int) -> JsonObject:
+    """A copy of `snapshot` in which every `every`-th waiting job accepts a wide range of
+    worker counts (`WIDE_RANGES` in turn), its request moved onto the range's step.
+
+    Elastic jobs of the traces and examples accept a few counts; a caller may send up to
+    4,096 per job, and policies that price or score every count (OASiS, Aryl, DL2) must
+    decide such a snapshot exactly, and in reasonable time. The golden set and
+    `bench_engine --widen` use it.
+    """
+    widened: JsonObject = json.loads(json.dumps(snapshot))
+    jobs = widened["jobs"]
+    assert isinstance(jobs, list)
+    waiting = [j for j in jobs if isinstance(j, dict) and j.get("state", "pending") == "pending"]
+    for turn, job in enumerate(waiting[::every]):
+        lo, hi, step = WIDE_RANGES[turn % len(WIDE_RANGES)]
+        workers = job.get("workers", 1)
+        assert isinstance(workers, int)
+        # The request stays an accepted count: a multiple of the step above `lo`.
+        workers = max(lo, lo + (workers - lo) // step * step)
+        job.update(min_workers=lo, max_workers=hi, worker_step=step, workers=workers)
+        job.pop("scaling_rule", None)
+    check_snapshot(f"widened (every {every})", widened)
+    return widened
+
+
 def check_snapshot(name: str, snapshot: JsonObject) -> None:
     """Refuse to write an example that the service would reject."""
     problems = snapshot_problems(convert(snapshot, Snapshot))

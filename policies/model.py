@@ -12,6 +12,7 @@ JSON path of the offending value rather than stopping at the first.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator
 from enum import StrEnum
@@ -302,13 +303,17 @@ class Job(Frozen, frozen=True):
         lo, hi = self.lo, self.hi
         if lo == hi:
             return [self.workers]  # a rigid job (the bounds hold `workers`)
+        workers = self.workers
         if self.scaling_rule is ScalingRule.POWER_OF_TWO:
             counts = [1 << k for k in range(hi.bit_length()) if lo <= (1 << k) <= hi]
+            off_rule = workers & (workers - 1) != 0
         else:
+            # Up to 4,096 counts: whether the request is among them is arithmetic, not a
+            # search of the list.
             counts = list(range(lo, hi + 1, self.worker_step))
-        if self.workers not in counts and lo <= self.workers <= hi:
-            counts.append(self.workers)
-            counts.sort()
+            off_rule = (workers - lo) % self.worker_step != 0
+        if off_rule and lo <= workers <= hi:
+            bisect.insort(counts, workers)
         return counts
 
     def accepts_workers(self, count: int) -> bool:

@@ -6,17 +6,19 @@ Light checks only; the benchmarks themselves are run by `make bench-engine`,
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 import pytest
 
 from evidence.bench import histogram_quantile
-from evidence.bench_engine import Cell, format_row, target_status
+from evidence.bench_engine import Cell, format_row, measure, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
 from evidence.bench_memory import rss_bytes, sample_points
-from evidence.runner import over_seeds, percentile
-from policies.model import decode_snapshot
+from evidence.generate_examples import WIDE_RANGES, widen_waiting_jobs
+from evidence.runner import EXAMPLES, over_seeds, percentile
+from policies.model import Snapshot, convert, decode_snapshot, snapshot_problems
 
 
 @pytest.mark.parametrize("exponent", [0.5, 1.0, 1.37, 2.0])
@@ -116,3 +118,24 @@ def test_a_difference_over_seeds_is_called_only_beyond_its_spread() -> None:
     assert over_seeds([-3.0, 1.0, 0.5])[0] == 0  # mean -0.5, spread 2.1: a tie
     assert over_seeds([-5.0, -5.0, -5.0])[0] == -1  # no spread at all: called
     assert over_seeds([-5.0])[0] == 0  # one seed has no spread to judge by
+
+
+def test_widened_snapshots_give_every_nth_waiting_job_a_wide_accepted_range() -> None:
+    data = json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+    waiting = [j["id"] for j in data["jobs"] if j.get("state", "pending") == "pending"]
+    wide = convert(widen_waiting_jobs(data, 3), Snapshot)
+    by_id = {j.id: j for j in wide.jobs}
+    widened = [i for i in waiting if by_id[i].hi - by_id[i].lo > 100]
+    assert widened == waiting[::3]
+    assert {(by_id[i].lo, by_id[i].hi, by_id[i].worker_step) for i in widened} == set(WIDE_RANGES)
+    assert all(by_id[i].accepts_workers(by_id[i].workers) for i in widened)
+    assert snapshot_problems(wide) == []
+    assert data == json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+
+
+def test_the_engine_benchmark_times_each_snapshot_and_its_widened_variant() -> None:
+    cells = measure(
+        ["fifo"], [EXAMPLES / "small.json"], iterations=5, warmup=0, repeat=1, seed=0, widen=3
+    )
+    assert sorted(c.snapshot for c in cells) == ["small", "small-wide"]
+    assert all(len(c.run_ms[0]) == 5 and min(c.run_ms[0]) > 0 for c in cells)

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -564,6 +564,34 @@ def price_ratio(floor: FloatArray, ceiling: FloatArray) -> FloatArray:
 
 
 @dataclass
+class Frame:
+    """What a block's layouts are made from, slot by slot (B slots, M candidate servers in
+    the order workers fill them). A count's layout in a slot follows from these alone
+    (:func:`_lay`), so a table keeps them instead of every count's layout: a job that
+    accepts thousands of counts would otherwise hold B × counts × M of them."""
+
+    fit: IntArray  # (B, M): workers that fit on each candidate (0: none, or a duplicate)
+    before: IntArray  # (B, M): workers that fit on the candidates before it
+    unit: FloatArray  # (B, M): one worker's cost on each candidate (0 where none fits)
+    # Parameter servers, for a job that places them (else None): each candidate's free
+    # resources, whether it repeats an earlier one, and one server's cost on it.
+    free_at: FloatArray | None = None  # (B, M, K)
+    duplicate: npt.NDArray[np.bool_] | None = None  # (B, M)
+    ps_unit: FloatArray | None = None  # (B, M)
+
+    def rows(self, stale: IntArray, fresh: Frame) -> Frame:
+        """A copy with the slots `stale` taken from `fresh` (made for those slots)."""
+        merged = {}
+        for name in ("fit", "before", "unit", "free_at", "duplicate", "ps_unit"):
+            mine, theirs = getattr(self, name), getattr(fresh, name)
+            if mine is not None and theirs is not None:
+                mine = mine.copy()
+                mine[stale] = theirs
+            merged[name] = mine
+        return Frame(**merged)
+
+
+@dataclass
 class SlotCosts:
     """Cheapest layout of each worker count in a block of slots (see Market.slot_costs)."""
 
@@ -571,8 +599,70 @@ class SlotCosts:
     # The layouts; None for a job of one worker and no servers to place, whose server
     # in a slot is found only if its schedule runs there (Market.one_worker_server).
     nodes: IntArray | None  # (B, M): candidate servers, in order of a worker's cost
-    workers: IntArray | None  # (B, Y, M): workers on each candidate
-    ps: IntArray | None  # (B, Y, M): parameter servers on each candidate (None: they use nothing)
+    frame: Frame | None  # what each count's layout on them follows from
+    # The layouts themselves, workers and servers (B, Y', M) for the first Y' counts,
+    # when they were laid out at once (few counts, the common case); else derived
+    # from `frame` for the slots a schedule runs.
+    laid: tuple[IntArray, IntArray | None] | None = None
+
+
+def _merged(
+    kept: tuple[IntArray, IntArray | None] | None,
+    fresh: tuple[IntArray, IntArray | None] | None,
+    stale: IntArray,
+) -> tuple[IntArray, IntArray | None] | None:
+    """Layouts `kept` with the slots `stale` taken from `fresh`; None (derive them from
+    the frame) when either is missing or they lay out different numbers of counts."""
+    if kept is None or fresh is None or kept[0].shape[1] != fresh[0].shape[1]:
+        return None
+    workers = kept[0].copy()
+    workers[stale] = fresh[0]
+    if kept[1] is None or fresh[1] is None:
+        return workers, None
+    servers = kept[1].copy()
+    servers[stale] = fresh[1]
+    return workers, servers
+
+
+_LAID_AT_ONCE = 1 << 18
+"""Most (slot, count, candidate) cells :meth:`Market.layouts` works on at once: counts
+are laid out in chunks of this size, which keeps a job of thousands of counts on
+thousands of servers within a few megabytes (and in the processor's caches)."""
+
+
+def _lay(
+    frame: Frame,
+    counts: IntArray,
+    ps: IntArray,
+    model: JobModel,
+    most_ps: int,
+) -> tuple[FloatArray, npt.NDArray[np.bool_], IntArray, IntArray | None]:
+    """The layout of each of `counts` (with `ps` servers) in each slot of `frame`: its
+    full-slot cost, whether it fits, and the workers and servers on each candidate,
+    shaped (B, len(counts)[, M]). Every figure of a count comes from its own row, so a
+    count gets the same numbers alone as among others."""
+    fit, unit = frame.fit, frame.unit
+    workers: IntArray = np.minimum(
+        np.maximum(counts[None, :, None] - frame.before[:, None, :], 0), fit[:, None, :]
+    )
+    cost: FloatArray = (workers * unit[:, None, :]).sum(axis=2)
+    fits = fit.sum(axis=1)[:, None] >= counts[None, :]
+    if frame.free_at is None or frame.duplicate is None or frame.ps_unit is None:
+        return cost, fits, workers, None
+    dw, dps = model.worker_demand, model.ps_demand
+    left = frame.free_at[:, None, :, :] - workers[..., None] * dw  # (B, Y, M, K)
+    room = np.where(frame.duplicate[:, None, :], 0, _fitting(left, dps, most_ps))
+    ps_unit = frame.ps_unit[:, None, :].repeat(len(counts), axis=1)
+    ps_order = np.argsort(np.where(room > 0, ps_unit, np.inf), axis=2, kind="stable")
+    room_o = np.take_along_axis(room, ps_order, axis=2)
+    unit_o = np.where(room_o > 0, np.take_along_axis(ps_unit, ps_order, axis=2), 0.0)
+    before_ps = np.cumsum(room_o, axis=2) - room_o
+    placed = np.clip(ps[None, :, None] - before_ps, 0, room_o)
+    cost = cost + (placed * unit_o).sum(axis=2)
+    fits &= room_o.sum(axis=2) >= ps[None, :]
+    on_each: IntArray = np.zeros_like(placed)
+    np.put_along_axis(on_each, ps_order, placed, axis=2)
+    return cost, fits, workers, on_each
 
 
 class Market:
@@ -785,16 +875,14 @@ class Market:
                 table = SlotCosts(
                     cost=table.cost.copy(),
                     nodes=None if table.nodes is None else table.nodes.copy(),
-                    workers=None if table.workers is None else table.workers.copy(),
-                    ps=None if table.ps is None else table.ps.copy(),
+                    frame=None
+                    if table.frame is None or fresh.frame is None
+                    else table.frame.rows(stale, fresh.frame),
+                    laid=_merged(table.laid, fresh.laid, stale),
                 )
                 table.cost[stale] = fresh.cost
                 if table.nodes is not None and fresh.nodes is not None:
                     table.nodes[stale] = fresh.nodes
-                if table.workers is not None and fresh.workers is not None:
-                    table.workers[stale] = fresh.workers
-                if table.ps is not None and fresh.ps is not None:
-                    table.ps[stale] = fresh.ps
         self._tables[key] = (touched, table)
         return table
 
@@ -812,7 +900,7 @@ class Market:
         """
         counts, ps = model.counts, model.ps
         most_workers, most_ps = int(counts[-1]), int(ps.max())
-        dw, dps = model.worker_demand, model.ps_demand
+        dps = model.ps_demand
         locate_ps = most_ps > 0 and bool((dps > 0).any())
         if most_workers == 1 and not locate_ps:
             # One worker, no servers to place: the cheapest layout costs the row's least
@@ -820,7 +908,7 @@ class Market:
             # (among equal costs, the one `_cheapest` picks) matters only in the slots
             # the schedule runs: :meth:`one_worker_servers` finds it for those.
             masked = self._one_worker_costs(model, slots)
-            return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, workers=None, ps=None)
+            return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, frame=None)
         prices = self.priced(_stop(slots))[slots]
         free = self.free[slots]
         rows = np.arange(prices.shape[0])[:, None]
@@ -851,31 +939,30 @@ class Market:
                 duplicate = duplicate[rows, order]
         else:
             nodes = candidates
-        cand_cost = np.where(cand_fit > 0, cand_cost, 0.0)
-
-        before = np.cumsum(cand_fit, axis=1) - cand_fit  # workers fitting on cheaper servers
-        workers = np.minimum(
-            np.maximum(counts[None, :, None] - before[:, None, :], 0), cand_fit[:, None, :]
+        frame = Frame(
+            fit=cand_fit,
+            before=np.cumsum(cand_fit, axis=1) - cand_fit,  # workers fitting on cheaper servers
+            unit=np.where(cand_fit > 0, cand_cost, 0.0),
         )
-        cost = (workers * cand_cost[:, None, :]).sum(axis=2)
-        fits = cand_fit.sum(axis=1)[:, None] >= counts[None, :]
-        on_each: IntArray | None = None
         if locate_ps:
-            left = free[rows, nodes][:, None, :, :] - workers[..., None] * dw  # (B, Y, M, K)
-            room = np.where(duplicate[:, None, :], 0, _fitting(left, dps, most_ps))
-            unit = ps_cost[rows, nodes][:, None, :].repeat(len(counts), axis=1)
-            ps_order = np.argsort(np.where(room > 0, unit, np.inf), axis=2, kind="stable")
-            room_o = np.take_along_axis(room, ps_order, axis=2)
-            unit_o = np.where(room_o > 0, np.take_along_axis(unit, ps_order, axis=2), 0.0)
-            before_ps = np.cumsum(room_o, axis=2) - room_o
-            placed = np.clip(ps[None, :, None] - before_ps, 0, room_o)
-            cost = cost + (placed * unit_o).sum(axis=2)
-            fits &= room_o.sum(axis=2) >= ps[None, :]
-            on_each = np.zeros_like(placed)
-            np.put_along_axis(on_each, ps_order, placed, axis=2)
-        return SlotCosts(
-            cost=np.where(fits, cost, np.inf), nodes=nodes, workers=workers, ps=on_each
-        )
+            frame.free_at = free[rows, nodes]
+            frame.duplicate = duplicate
+            frame.ps_unit = ps_cost[rows, nodes]
+        # Counts above what the candidates hold in every slot of the block cost inf
+        # there and are not laid out (the `live` counts, ascending, are a prefix); the
+        # others are laid out a chunk at a time and only their costs kept.
+        blocks, width = cand_fit.shape
+        live = int(np.searchsorted(counts, int(cand_fit.sum(axis=1).max()), side="right"))
+        cost = np.full((blocks, len(counts)), np.inf)
+        chunk = max(1, _LAID_AT_ONCE // max(1, blocks * width))
+        laid: tuple[IntArray, IntArray | None] | None = None
+        for first in range(0, live, chunk):
+            part = slice(first, min(live, first + chunk))
+            costed, fits, workers, servers = _lay(frame, counts[part], ps[part], model, most_ps)
+            cost[:, part] = np.where(fits, costed, np.inf)
+            if live <= chunk:
+                laid = workers, servers
+        return SlotCosts(cost=cost, nodes=nodes, frame=frame, laid=laid)
 
     def _worker_costs(
         self, model: JobModel, prices: FloatArray, free: FloatArray, most_workers: int
@@ -1174,6 +1261,8 @@ def _ranked_costs(
         # One worker (most jobs): 0 + 1 · cost, that is the first candidate's cost.
         return [candidates[0][2] if candidates else math.inf]
     room = sum(fit for _, fit, _ in candidates)
+    if len(counts) * width > _LOOPED_CELLS:
+        return _ranked_costs_at_once(candidates, counts, width, room)
     out = []
     for count in counts:
         if count > room:
@@ -1189,6 +1278,36 @@ def _ranked_costs(
             before += fit
         out.append(_numpy_sum(terms, width))
     return out
+
+
+_LOOPED_CELLS = 256
+"""Above this many (count, candidate) cells, :func:`_ranked_costs` sums every count at
+once with NumPy instead of one count at a time in Python. A job that accepts a wide
+range (up to 4,096 counts, on hundreds of candidate servers) would otherwise add
+millions of floats per slot one by one; the jobs of the examples and traces (a few
+counts) stay below it, where the Python form is the cheaper."""
+
+
+def _ranked_costs_at_once(
+    candidates: Sequence[tuple[int, int, float]], counts: Sequence[int], width: int, room: int
+) -> list[float]:
+    """:func:`_ranked_costs` for many counts: the product and the row sums that
+    :meth:`Market.layouts` computes, on this slot's walk padded with zeros to `width`
+    candidates. A count fills the candidates in order, so on each it puts
+    min(max(count − workers on the ones before, 0), its fit); NumPy then sums each
+    count's row as it sums the table's (the same `width` values in the same places)."""
+    wanted = np.asarray(counts, dtype=np.int64)
+    out = np.full(len(wanted), math.inf)
+    fitting = wanted <= room
+    if candidates and fitting.any():
+        fit = np.zeros(width, dtype=np.int64)
+        cost = np.zeros(width)
+        fit[: len(candidates)] = [f for _, f, _ in candidates]
+        cost[: len(candidates)] = [c for _, _, c in candidates]
+        before = np.cumsum(fit) - fit
+        workers = np.minimum(np.maximum(wanted[fitting, None] - before[None, :], 0), fit[None, :])
+        out[fitting] = (workers * cost[None, :]).sum(axis=1)
+    return list(out.tolist())
 
 
 def _numpy_sum(terms: Sequence[float], width: int) -> float:
@@ -1463,6 +1582,65 @@ class _Programme:
             ]
         return found
 
+    def best_way(
+        self, at_start: float, best: float, payoff: _WayPayoff
+    ) -> tuple[float, float, Finish] | None:
+        """The way to finish in the slot last stepped that the search keeps, with its
+        (payoff, completion time): of the ways of :meth:`finishing` that pay strictly
+        more than `best`, the one of highest payoff, the first in that list among equals,
+        which is what walking the list and keeping each strictly better way gives.
+        `payoff(before, run, cost)` is the search's own (payoff, completion time) of a way.
+        None when no way pays more than `best`.
+
+        The ways are taken in order of the most each could pay (at_start − its cost,
+        cheapest first; the utility never grows within the slot), and the utility is
+        evaluated only until that is below the best payoff found: nothing further can be
+        kept. Counts whose cheapest way cannot beat `best` are dropped first. A job that
+        accepts thousands of counts has hundreds of thousands of ways; walking them one
+        by one was most of its search.
+        """
+        before, _, units = self.history[-1]
+        cost, top = self.costs[-1], self.total
+        live = np.flatnonzero(np.isfinite(cost) & (units > 0))
+        if not len(live):
+            return None
+        suffix = np.minimum.accumulate(before[:top][::-1])[::-1]
+        lowest = np.maximum(0, top - units[live])
+        keep = at_start - (suffix[lowest] + cost[live]) > best
+        live, lowest = live[keep], lowest[keep]
+        if not len(live):
+            return None
+        # Every (count, state) way of the counts left, as one matrix in the list's order
+        # (by count, then state): the same sums as `finishing`, and the most each way
+        # could pay.
+        paid = before[None, :top] + cost[live, None]
+        flat_paid = paid.ravel()
+        ways = np.flatnonzero(
+            (np.arange(top)[None, :] >= lowest[:, None])
+            & np.isfinite(paid)
+            & (at_start - paid > best)
+        )
+        # Then the tighter bound of each way left, from its completion time.
+        rows, states = np.divmod(ways, top)
+        bounds = payoff.most(states, units[live[rows]], flat_paid[ways])
+        order = np.argsort(-bounds, kind="stable")
+        kept: tuple[float, float, Finish] | None = None
+        highest = best
+        for o in order.tolist():
+            bound, k = float(bounds[o]), int(ways[o])
+            # A way whose most is below the kept payoff cannot be kept; one whose most
+            # equals it can, only by tying a way of this slot that comes later in the list.
+            if bound < highest or (kept is None and bound <= highest):
+                break
+            row, state = divmod(k, top)
+            i, run = int(live[row]), int(units[live[row]])
+            way_cost = float(flat_paid[k])
+            value, done_at = payoff(state, run, way_cost)
+            way = (i, state, run, way_cost)
+            if value > highest or (kept is not None and value == highest and way[:2] < kept[2][:2]):
+                highest, kept = value, (value, done_at, way)
+        return kept
+
     def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
         """Count index run in each slot of the cheapest way to be done by slot `last`, or,
         given `entry` (count index, units done before), of the cheapest way to finish in
@@ -1499,6 +1677,9 @@ class _Reachable:
 
     # Up to this many units the reachable states are few enough to pay.
     MOST_UNITS = 64
+    # Beyond this many counts the vector form's NumPy calls over every count cost less
+    # than this form's Python loop over each count and state.
+    MOST_COUNTS = 32
 
     def __init__(self, total: int) -> None:
         self.total = total
@@ -1730,7 +1911,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     floor_cost = least_cost(market, model)
 
     single = len(counts) == 1
-    few = not single and total <= _Reachable.MOST_UNITS
+    few = not single and total <= _Reachable.MOST_UNITS and len(counts) <= _Reachable.MOST_COUNTS
     programme = _Programme(total, (first_units, full_units)) if not single and not few else None
     reachable = _Reachable(total) if few else None
     one = _OneCount(total) if single else None
@@ -1766,15 +1947,24 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             # The slot's start bounds the value of a finish inside it; only a schedule
             # that could beat the best so far is followed to where it finishes.
             length = slot_s * (fraction if t == 0 else 1.0)
-            if value_at(end - length - submit) - finished > best_payoff:
-                # Each way is done when the work it has left takes the slot's rate:
-                # more done before the slot costs more and finishes sooner in it.
-                for index, before, run, cost in finishes.finishing():
-                    done_at = end - length * (1.0 - min(1.0, (total - before) / run))
-                    payoff = value_at(done_at - submit) - cost
-                    if payoff > best_payoff:
-                        best_payoff, best_t, best_end = payoff, t, done_at
-                        entry = index, before
+            at_start = value_at(end - length - submit)
+            if at_start - finished > best_payoff:
+                if programme is not None and len(counts) > _Reachable.MOST_COUNTS:
+                    # Many counts: evaluate few of their many ways.
+                    way_payoff = _WayPayoff(value_at, submit, end, length, total)
+                    kept = programme.best_way(at_start, best_payoff, way_payoff)
+                    if kept is not None:
+                        best_payoff, best_end, (index, before, _, _) = kept
+                        best_t, entry = t, (index, before)
+                else:
+                    # The few ways of a job of a few counts, walked in order:
+                    # `_WayPayoff`'s arithmetic, written out (this runs for most jobs).
+                    for index, before, run, cost in finishes.finishing():
+                        done_at = end - length * (1.0 - min(1.0, (total - before) / run))
+                        payoff = value_at(done_at - submit) - cost
+                        if payoff > best_payoff:
+                            best_payoff, best_t, best_end = payoff, t, done_at
+                            entry = index, before
         elif math.isfinite(finished) and value - finished > best_payoff:
             best_payoff, best_t, best_end = value - finished, t, end
         if value - floor_cost <= max(best_payoff, 0.0):
@@ -1816,6 +2006,41 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             held=held,
         )
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _WayPayoff:
+    """The payoff of a way to finish in a slot of `length` that ends at `end`, and when
+    it is done. Each way is done when the work it has left takes the slot's rate: more
+    done before the slot costs more and finishes sooner in it."""
+
+    value_at: Callable[[float], float]
+    submit: float
+    end: float
+    length: float
+    total: int
+
+    def __call__(self, before: int, run: int, cost: float) -> tuple[float, float]:
+        done_at = self.end - self.length * (1.0 - min(1.0, (self.total - before) / run))
+        return self.value_at(done_at - self.submit) - cost, done_at
+
+    def most(self, before: IntArray, run: IntArray, cost: FloatArray) -> FloatArray:
+        """An upper bound of each way's payoff, without its utility: the utility at the
+        last of `_GRID` points of the slot at or before the way is done, less its cost.
+
+        The completion times are those of :meth:`__call__` (the same operations, on
+        arrays), and the utility never grows, so no way pays more than its bound.
+        """
+        done_at = self.end - self.length * (1.0 - np.minimum(1.0, (self.total - before) / run))
+        grid = (self.end - self.length) + self.length * (np.arange(_GRID) / _GRID)
+        values = np.array([self.value_at(at - self.submit) for at in grid.tolist()])
+        below = np.searchsorted(grid, done_at, side="right") - 1  # grid[0] is the slot's start
+        bound: FloatArray = values[below] - cost
+        return bound
+
+
+_GRID = 32
+"""Points of a slot at which :meth:`_WayPayoff.most` evaluates the utility."""
 
 
 def _table_rows(
@@ -1940,6 +2165,17 @@ def _one_worker_runs(
     return slots, cells
 
 
+def _laid(frame: Frame, option: int, model: JobModel) -> tuple[IntArray, IntArray]:
+    """Workers and servers on each candidate of each slot of `frame` (B, M) for the count
+    `option`: :func:`_lay` for that count alone, as the table was costed."""
+    count = slice(option, option + 1)
+    _, _, workers, servers = _lay(
+        frame, model.counts[count], model.ps[count], model, int(model.ps.max())
+    )
+    placed = workers[:, 0]
+    return placed, np.zeros_like(placed) if servers is None else servers[:, 0]
+
+
 def _runs(
     model: JobModel, ordered: Sequence[tuple[int, int]], tables: Sequence[tuple[int, SlotCosts]]
 ) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
@@ -1948,15 +2184,27 @@ def _runs(
     slots = []
     columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
     block = 0
+    # A schedule runs one count over consecutive slots, mostly of one block: each
+    # (block, count) is laid out once, for all the block's slots.
+    derived: dict[tuple[int, int], tuple[IntArray, IntArray]] = {}
     for t, option in ordered:
         while block + 1 < len(tables) and tables[block + 1][0] <= t:
             block += 1
         first, table = tables[block]
         assert table.nodes is not None
-        assert table.workers is not None
+        assert table.frame is not None
         row = t - first
-        workers = table.workers[row, option]
-        servers = table.ps[row, option] if table.ps is not None else np.zeros_like(workers)
+        if table.laid is not None and option < table.laid[0].shape[1]:
+            on_slot, servers_on_slot = table.laid
+            workers = on_slot[row, option]
+            servers = (
+                np.zeros_like(workers) if servers_on_slot is None else servers_on_slot[row, option]
+            )
+        else:
+            if (block, option) not in derived:
+                derived[block, option] = _laid(table.frame, option, model)
+            on_block, servers_on_block = derived[block, option]
+            workers, servers = on_block[row], servers_on_block[row]
         used = np.flatnonzero(workers + servers)
         on, held_w, held_s = table.nodes[row, used], workers[used], servers[used]
         columns.append((np.full(len(on), t, dtype=np.int64), on, held_w, held_s))

@@ -43,6 +43,7 @@ for hundreds of elastic jobs on thousands of GPUs.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import ClassVar, Literal
@@ -119,7 +120,8 @@ class ArylKnapsack:
             base = workers[job.id]
             if base == 0 or not job.elastic:
                 continue
-            above = [c for c in job.allowed_worker_counts() if c > base]
+            accepted = job.allowed_worker_counts()  # ascending
+            above = accepted[bisect.bisect_right(accepted, base) :]
             if not above:
                 continue
             now = job.remaining_time_s(base)
@@ -128,8 +130,12 @@ class ArylKnapsack:
                 continue
             counts, items = [base], [(0, 0.0)]
             for count in above:
+                # More workers need more of every resource: once a count does not fit,
+                # no larger one does (a job may accept thousands of counts).
+                if not pool.fits(job, count - base):
+                    break
                 after = job.remaining_time_s(count)
-                if after is not None and pool.fits(job, count - base):
+                if after is not None:
                     counts.append(count)
                     items.append(((count - base) * job.gpus_per_worker, now - after))
             growing.append((job, counts, items))

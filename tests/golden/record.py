@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evidence.generate_examples import widen_waiting_jobs
 from policies.decision import Decision
 from policies.engine import Pipeline
-from policies.model import Snapshot, ThroughputObservation, snapshot_problems, to_builtins
+from policies.model import Snapshot, ThroughputObservation, to_builtins
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 from policies.registry import build_registry
 from simulator.cluster import ClusterSpec, load_cluster
@@ -51,9 +52,8 @@ EXAMPLES = HERE.parents[1] / "examples"
 GOLDEN_FILE = HERE / "golden.json.gz"
 EXAMPLE_SNAPSHOTS = ("small", "large", "decision-request", "reclaim")
 WIDE_EXAMPLES = {"small": 3, "large": 40}
-"""Examples whose waiting jobs, every so many, accept wide ranges of worker counts."""
-WIDE_RANGES = ((1, 4096, 1), (2, 8190, 2), (1, 1000, 3))
-"""(min_workers, max_workers, worker_step) given in turn; each holds at most 4,096 counts."""
+"""Examples whose waiting jobs, every so many, accept wide ranges of worker counts
+(`evidence.generate_examples.widen_waiting_jobs`)."""
 CAPTURES_PER_RUN = 6
 CAPTURE_EVERY = 7
 
@@ -212,28 +212,9 @@ def example_snapshot(name: str) -> Snapshot:
 
 
 def wide_snapshot(name: str) -> Snapshot:
-    """`name`'s example with every so many waiting jobs elastic over a wide range.
-
-    Elastic jobs of traces accept a few counts; a caller may send up to 4,096 per job,
-    and policies that price or score every count (OASiS, Aryl, DL2) must decide such a
-    snapshot exactly as they would slowly.
-    """
+    """`name`'s example with every so many waiting jobs elastic over a wide range."""
     data = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
-    data = data.get("snapshot", data)
-    every, turn = WIDE_EXAMPLES[name], 0
-    for k, job in enumerate(j for j in data["jobs"] if j.get("state", "pending") == "pending"):
-        if k % every:
-            continue
-        lo, hi, step = WIDE_RANGES[turn % len(WIDE_RANGES)]
-        turn += 1
-        workers = job.get("workers", 1)
-        # The request stays an accepted count: a multiple of the step above `lo`.
-        workers = max(lo, lo + (workers - lo) // step * step)
-        job.update(min_workers=lo, max_workers=hi, worker_step=step, workers=workers)
-        job.pop("scaling_rule", None)
-    snapshot = snapshot_from(data)
-    assert not snapshot_problems(snapshot), snapshot_problems(snapshot)
-    return snapshot
+    return snapshot_from(widen_waiting_jobs(data.get("snapshot", data), WIDE_EXAMPLES[name]))
 
 
 def example_cases() -> Iterator[dict[str, Any]]:

@@ -24,16 +24,19 @@ from policies.common.oasis import (
     OasisState,
     _cheapest,
     _Ladder,
+    _laid,
+    _lay,
     _numpy_sum,
     _OneCount,
     _Programme,
     _ranked_costs,
     _Reachable,
+    _WayPayoff,
     job_utility,
     model_job,
     search_schedule,
 )
-from policies.model import Job, Node
+from policies.model import Job, Node, SigmoidUtility, StepUtility, Utility
 from tests.policies.builders import job, node, running, snap
 
 SLOT = 600.0
@@ -139,14 +142,19 @@ def test_reused_slot_cost_tables_equal_fresh_ones_after_every_commit() -> None:
             table = market.slot_costs(model, start, stop)
             fresh = market.layouts(model, np.arange(start, stop))
             assert np.array_equal(table.cost, fresh.cost)
-            for kept, made in (
-                (table.nodes, fresh.nodes),
-                (table.workers, fresh.workers),
-                (table.ps, fresh.ps),
-            ):
-                assert (kept is None) == (made is None)
-                if kept is not None and made is not None:
-                    assert np.array_equal(kept, made)
+            assert (table.nodes is None) == (fresh.nodes is None)
+            if table.nodes is not None and fresh.nodes is not None:
+                assert np.array_equal(table.nodes, fresh.nodes)
+            assert (table.frame is None) == (fresh.frame is None)
+            if table.laid is not None and fresh.laid is not None:
+                assert np.array_equal(table.laid[0], fresh.laid[0])
+                assert (table.laid[1] is None) == (fresh.laid[1] is None)
+            if table.frame is not None and fresh.frame is not None:
+                for name in ("fit", "before", "unit", "free_at", "duplicate", "ps_unit"):
+                    kept, made = getattr(table.frame, name), getattr(fresh.frame, name)
+                    assert (kept is None) == (made is None)
+                    if kept is not None and made is not None:
+                        assert np.array_equal(kept, made)
         best = search_schedule(market, model).best
         if best is not None and best.payoff > 0:
             market.commit(model, best)
@@ -324,3 +332,97 @@ def test_sums_are_added_in_numpys_order(terms: list[float], extra: int) -> None:
         return
     padded = np.array([*terms, *[0.0] * extra])
     assert _numpy_sum(terms, width) == np.add.reduce(padded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    total=st.integers(min_value=1, max_value=120),
+    counts=st.integers(min_value=1, max_value=40),
+    data=st.data(),
+)
+def test_the_best_way_to_finish_is_the_one_walking_every_way_keeps(
+    total: int, counts: int, data: st.DataObject
+) -> None:
+    """`_Programme.best_way`, which evaluates few ways, keeps the way (and payoff) that
+    walking all of `finishing` in order and keeping each strictly better one keeps: ties
+    included, which coarse costs and a step utility make common."""
+    units = st.lists(st.integers(min_value=0, max_value=40), min_size=counts, max_size=counts)
+    first, whole = data.draw(units), data.draw(units)
+    vector = _Programme(total, (np.array(first), np.array(whole)))
+    utilities: list[Utility] = [
+        StepUtility(value=12.0, deadline_s=1_000.0),
+        StepUtility(value=5.0, deadline_s=1_300.0),
+        SigmoidUtility(value=30.0, midpoint_s=900.0, steepness=4.0),
+        SigmoidUtility(value=8.0, midpoint_s=5_000.0),
+    ]
+    utility = data.draw(st.sampled_from(utilities))
+    for t in range(data.draw(st.integers(min_value=1, max_value=8))):
+        now = first if t == 0 else whole
+        drawn = data.draw(st.lists(costs, min_size=counts, max_size=counts))
+        cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
+        vector.step(0 if t == 0 else 1, np.array(now), np.array(cost))
+        length = data.draw(st.sampled_from([SLOT, SLOT / 3]))
+        end = 600.0 + SLOT * (t + 1)
+        payoff = _WayPayoff(utility.value_at, 0.0, end, length, total)
+        at_start = utility.value_at(end - length)
+        best = data.draw(st.sampled_from([-math.inf, -2.0, 0.0, 4.0]))
+        walked: tuple[float, float, tuple[int, int, int, float]] | None = None
+        highest = best
+        for way in vector.finishing():
+            value, done_at = payoff(way[1], way[2], way[3])
+            if value > highest:
+                highest, walked = value, (value, done_at, way)
+        assert vector.best_way(at_start, best, payoff) == walked
+        ways = vector.finishing()
+        if ways:
+            before, runs, paid = (np.array([w[k] for w in ways]) for k in (1, 2, 3))
+            bounds = payoff.most(before, runs, paid.astype(np.float64))
+            assert all(payoff(*w[1:])[0] <= b for w, b in zip(ways, bounds.tolist(), strict=True))
+
+
+def test_a_count_is_laid_out_alone_as_it_is_among_thousands_of_counts() -> None:
+    """A job accepting every count from 1 to 3,000 (workers needing CPUs, servers to
+    place) is costed a chunk of counts at a time; each count's cost and layout, worked
+    out for it alone, are the table's."""
+    params = OasisParams(slot_s=SLOT, horizon_slots=8)
+    nodes = [node(f"n{i}", gpus=8, cpus=32, memory_gb=128) for i in range(12)]
+    nodes.append(node("cpu", gpus=0, cpus=64, memory_gb=256))
+    busy = running("busy", {"n0": (0, 1, 2, 3), "n3": tuple(range(8))}, cpus_per_worker=2.0)
+    wide = job(
+        "wide",
+        admitted=False,
+        workers=4,
+        min_workers=1,
+        max_workers=3000,
+        estimated_duration_s=SLOT * 3,
+        cpus_per_worker=2.0,
+        ps=2,
+        ps_cpus=4.0,
+    )
+    snapshot = snap(nodes, [busy, wide], now=SLOT / 3)
+    market = Market.build(
+        snapshot, params, OasisState(slot_s=SLOT), (np.full(3, 1e-3), np.full(3, 0.5))
+    )
+    utility, implied = job_utility(wide, params)
+    assert utility is not None
+    model = model_job(wide, utility, implied, params)
+    table = market.layouts(model, slice(0, 4))
+    assert table.frame is not None
+    assert np.isinf(table.cost[:, 200:]).all(), "no slot holds 200 workers of 8-GPU nodes' CPUs"
+    most_ps = int(model.ps.max())
+    for option in [0, 1, 5, 17, 40, 95, 96, 2999]:
+        count = slice(option, option + 1)
+        cost, fits, workers, servers = _lay(
+            table.frame, model.counts[count], model.ps[count], model, most_ps
+        )
+        alone = np.where(fits, cost, np.inf)[:, 0]
+        assert np.array_equal(alone, table.cost[:, option])
+        laid, placed = _laid(table.frame, option, model)
+        assert servers is not None
+        assert np.array_equal(laid, workers[:, 0])
+        assert np.array_equal(placed, servers[:, 0])
+        if table.laid is not None and option < table.laid[0].shape[1]:
+            kept_workers, kept_servers = table.laid
+            assert kept_servers is not None
+            assert np.array_equal(kept_workers[:, option], laid)
+            assert np.array_equal(kept_servers[:, option], placed)
