@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, TypeVar
@@ -342,19 +342,43 @@ class Job(Frozen, frozen=True):
             return 0.0
         if workers in self.speedup:
             return self.speedup[workers]
+        return self._between_hints(sorted(self.speedup), workers)
+
+    def speedups_at(self, counts: Sequence[int]) -> list[float]:
+        """:meth:`speedup_at` of each of `counts`, the hints sorted once: the same
+        figures for a job that accepts thousands of counts and states many hints."""
         known = sorted(self.speedup)
+        hints = self.speedup
+        return [
+            0.0 if w <= 0 else hints[w] if w in hints else self._between_hints(known, w)
+            for w in counts
+        ]
+
+    def _between_hints(self, known: list[int], workers: int) -> float:
+        """Speed-up at a count with no hint of its own, `known` the hinted counts sorted."""
         if not known:
             return float(workers)
         # Piecewise-linear between the nearest hints, flat beyond the largest.
-        below = [k for k in known if k < workers]
-        above = [k for k in known if k > workers]
-        if not above:
+        above = bisect.bisect_right(known, workers)  # the first hint above `workers`
+        if above == len(known):
             return self.speedup[known[-1]]
-        lo_k = below[-1] if below else 0
-        lo_v = self.speedup[lo_k] if below else 0.0
-        hi_k = above[0]
+        lo_k = known[above - 1] if above else 0
+        lo_v = self.speedup[lo_k] if above else 0.0
+        hi_k = known[above]
         frac = (workers - lo_k) / (hi_k - lo_k)
         return lo_v + frac * (self.speedup[hi_k] - lo_v)
+
+    def remaining_times_s(self, counts: Sequence[int]) -> list[float] | None:
+        """:meth:`remaining_time_s` at each of `counts` (the same figures, the hints
+        sorted once), or None if the remaining time is unknown."""
+        left = self.remaining_time_s()
+        if left is None:
+            return None
+        requested = self.speedup_at(self.workers)
+        return [
+            left if at == self.workers else left * (requested / max(speed, 1e-9))
+            for at, speed in zip(counts, self.speedups_at(counts), strict=True)
+        ]
 
     def remaining_time_s(self, workers: int | None = None) -> float | None:
         """Estimated seconds left at `workers` (default: requested), or None if unknown."""

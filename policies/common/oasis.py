@@ -411,7 +411,7 @@ def _modelled(
         factor = np.minimum(1.0, ps * ratio / counts)
         requested_factor = min(1.0, job.ps * ratio / job.workers)
     base = max(job.speedup_at(job.workers), _EPS) * requested_factor
-    speed = np.array([job.speedup_at(int(c)) for c in counts]) * factor / base
+    speed = np.array(job.speedups_at(counts.tolist())) * factor / base
     return JobModel(
         job=job,
         utility=utility,

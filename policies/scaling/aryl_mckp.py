@@ -128,16 +128,16 @@ class ArylKnapsack:
             if now is None:
                 reasons[job.id] += "; remaining time unknown, so no extra workers to weigh"
                 continue
-            counts, items = [base], [(0, 0.0)]
+            # More workers need more of every resource: once a count does not fit, no
+            # larger one does (a job may accept thousands of counts).
+            fitting = []
             for count in above:
-                # More workers need more of every resource: once a count does not fit,
-                # no larger one does (a job may accept thousands of counts).
                 if not pool.fits(job, count - base):
                     break
-                after = job.remaining_time_s(count)
-                if after is not None:
-                    counts.append(count)
-                    items.append(((count - base) * job.gpus_per_worker, now - after))
+                fitting.append(count)
+            counts, items = [base, *fitting], [(0, 0.0)]
+            for count, after in zip(fitting, job.remaining_times_s(fitting) or [], strict=True):
+                items.append(((count - base) * job.gpus_per_worker, now - after))
             growing.append((job, counts, items))
 
         capacity = max(0, math.floor(pool.left[0] + 1e-9))
