@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,44 +217,38 @@ def wide_snapshot(name: str) -> Snapshot:
     return snapshot_from(widen_waiting_jobs(data.get("snapshot", data), WIDE_EXAMPLES[name]))
 
 
-def example_cases() -> Iterator[dict[str, Any]]:
+def _every_profile_on(
+    group: str, source: str, snapshots: Iterable[tuple[str, Snapshot]], ids: str
+) -> Iterator[dict[str, Any]]:
+    """Every shipped profile's decision on each named snapshot, from an empty state; a
+    case names its snapshot under `source` (the test rebuilds it from that name)."""
     profiles = shipped_profiles()
     registry = build_registry()
-    for name in EXAMPLE_SNAPSHOTS:
-        snapshot = example_snapshot(name)
+    for name, snapshot in snapshots:
+        decision_id = f"{ids}{name}"
         for profile in sorted(profiles):
             pipeline = Pipeline.build(profiles[profile], registry)
-            outcome = pipeline.run(snapshot, decision_id=f"golden-{name}", seed=3)
+            outcome = pipeline.run(snapshot, decision_id=decision_id, seed=3)
             yield {
-                "case": f"examples/{name}/{profile}",
+                "case": f"{group}/{name}/{profile}",
                 "profile": profile,
-                "example": name,
+                source: name,
                 "state": {},
                 "seed": 3,
-                "decision_id": f"golden-{name}",
+                "decision_id": decision_id,
                 "decision": decision_json(outcome.decision),
                 "state_after": json.loads(json.dumps(outcome.state)),
             }
+
+
+def example_cases() -> Iterator[dict[str, Any]]:
+    named = ((name, example_snapshot(name)) for name in EXAMPLE_SNAPSHOTS)
+    return _every_profile_on("examples", "example", named, "golden-")
 
 
 def wide_cases() -> Iterator[dict[str, Any]]:
-    profiles = shipped_profiles()
-    registry = build_registry()
-    for name in WIDE_EXAMPLES:
-        snapshot = wide_snapshot(name)
-        for profile in sorted(profiles):
-            pipeline = Pipeline.build(profiles[profile], registry)
-            outcome = pipeline.run(snapshot, decision_id=f"golden-wide-{name}", seed=3)
-            yield {
-                "case": f"wide/{name}/{profile}",
-                "profile": profile,
-                "wide": name,
-                "state": {},
-                "seed": 3,
-                "decision_id": f"golden-wide-{name}",
-                "decision": decision_json(outcome.decision),
-                "state_after": json.loads(json.dumps(outcome.state)),
-            }
+    named = ((name, wide_snapshot(name)) for name in WIDE_EXAMPLES)
+    return _every_profile_on("wide", "wide", named, "golden-wide-")
 
 
 def example_reclaims() -> Iterator[dict[str, Any]]:
