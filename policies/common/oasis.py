@@ -1305,8 +1305,12 @@ def _ranked_costs_at_once(
         fit[: len(candidates)] = [f for _, f, _ in candidates]
         cost[: len(candidates)] = [c for _, _, c in candidates]
         before = np.cumsum(fit) - fit
-        workers = np.minimum(np.maximum(wanted[fitting, None] - before[None, :], 0), fit[None, :])
-        out[fitting] = (workers * cost[None, :]).sum(axis=1)
+        rows = np.flatnonzero(fitting)
+        chunk = max(1, _LAID_AT_ONCE // width)  # a few megabytes at a time, as `_lay`
+        for first in range(0, len(rows), chunk):
+            part = rows[first : first + chunk]
+            workers = np.minimum(np.maximum(wanted[part, None] - before[None, :], 0), fit[None, :])
+            out[part] = (workers * cost[None, :]).sum(axis=1)
     return list(out.tolist())
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.common import oasis
 from policies.common.oasis import (
     JobModel,
     Market,
@@ -30,6 +32,7 @@ from policies.common.oasis import (
     _OneCount,
     _Programme,
     _ranked_costs,
+    _ranked_costs_at_once,
     _Reachable,
     _WayPayoff,
     job_utility,
@@ -426,3 +429,36 @@ def test_a_count_is_laid_out_alone_as_it_is_among_thousands_of_counts() -> None:
             assert kept_servers is not None
             assert np.array_equal(kept_workers[:, option], laid)
             assert np.array_equal(kept_servers[:, option], placed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    walk=st.lists(
+        st.tuples(st.integers(min_value=1, max_value=8), st.floats(min_value=0.0, max_value=50.0)),
+        max_size=40,
+    ),
+    extra=st.integers(min_value=0, max_value=30),
+    counts=st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=60),
+    chunk=st.sampled_from([8, 64, 1 << 18]),
+)
+def test_many_counts_are_costed_at_once_as_one_at_a_time(
+    walk: list[tuple[int, float]], extra: int, counts: list[int], chunk: int
+) -> None:
+    """Each count's cost summed with NumPy, a chunk of counts at a time, is the sum the
+    one-count form adds in NumPy's order: workers fill the walked candidates in order."""
+    candidates = [(h, fit, cost) for h, (fit, cost) in enumerate(walk)]
+    width = len(candidates) + extra
+    if width == 0:
+        return
+    room = sum(fit for _, fit, _ in candidates)
+    expected = []
+    for count in counts:
+        terms, before = [], 0
+        for _, fit, cost in candidates:
+            if count - before <= 0:
+                break
+            terms.append(min(count - before, fit) * cost)
+            before += fit
+        expected.append(math.inf if count > room else _numpy_sum(terms, width))
+    with patch.object(oasis, "_LAID_AT_ONCE", chunk):
+        assert _ranked_costs_at_once(candidates, counts, width, room) == expected
