@@ -298,8 +298,13 @@ class Job(Frozen, frozen=True):
     def placed_workers(self) -> int:
         return self.placed_gpus // self.gpus_per_worker
 
-    def allowed_worker_counts(self) -> list[int]:
-        """Worker counts this job accepts, ascending (always includes `workers`)."""
+    def allowed_worker_counts(self) -> Sequence[int]:
+        """Worker counts this job accepts, ascending (always includes `workers`).
+
+        A `range` when they are evenly spaced (the linear rule, the request on its step):
+        a job may accept thousands of counts, and most callers read the first, or look
+        one up by bisection, so none is listed until it is read.
+        """
         lo, hi = self.lo, self.hi
         if lo == hi:
             return [self.workers]  # a rigid job (the bounds hold `workers`)
@@ -308,10 +313,10 @@ class Job(Frozen, frozen=True):
             counts = [1 << k for k in range(hi.bit_length()) if lo <= (1 << k) <= hi]
             off_rule = workers & (workers - 1) != 0
         else:
-            # Up to 4,096 counts: whether the request is among them is arithmetic, not a
-            # search of the list.
-            counts = list(range(lo, hi + 1, self.worker_step))
-            off_rule = (workers - lo) % self.worker_step != 0
+            spaced = range(lo, hi + 1, self.worker_step)
+            if (workers - lo) % self.worker_step == 0 or not lo <= workers <= hi:
+                return spaced
+            counts, off_rule = list(spaced), True
         if off_rule and lo <= workers <= hi:
             bisect.insort(counts, workers)
         return counts

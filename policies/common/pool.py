@@ -187,15 +187,15 @@ def keep_running(
     return workers, reasons
 
 
-def worker_counts(jobs: Sequence[Job]) -> dict[str, list[int]]:
+def worker_counts(jobs: Sequence[Job]) -> dict[str, Sequence[int]]:
     """Each job's :meth:`Job.allowed_worker_counts`, by id; the lists must not be changed.
 
     Computed once per distinct shape (bounds, request, rule and step), not once per
     job: most jobs of a snapshot share a handful of shapes, and scaling policies need
     the counts of every job of every decision.
     """
-    by_shape: dict[tuple[object, ...], list[int]] = {}
-    out: dict[str, list[int]] = {}
+    by_shape: dict[tuple[object, ...], Sequence[int]] = {}
+    out: dict[str, Sequence[int]] = {}
     for job in jobs:
         shape = (job.workers, job.min_workers, job.max_workers, job.scaling_rule, job.worker_step)
         counts = by_shape.get(shape)
@@ -205,7 +205,7 @@ def worker_counts(jobs: Sequence[Job]) -> dict[str, list[int]]:
     return out
 
 
-def next_count(counts: list[int], workers: int) -> int | None:
+def next_count(counts: Sequence[int], workers: int) -> int | None:
     """The next count above `workers` in `counts` (a job's ascending accepted counts), if any."""
     at = bisect_right(counts, workers)
     return counts[at] if at < len(counts) else None

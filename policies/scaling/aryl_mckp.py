@@ -183,7 +183,7 @@ class _Extras:
     """
 
     def __init__(self, jobs: Sequence[Job], workers: dict[str, int]) -> None:
-        self.donors: list[tuple[Job, list[int]]] = []
+        self.donors: list[tuple[Job, Sequence[int]]] = []
         self.freeable = [0.0, 0.0, 0.0]
         for job in reversed(jobs):
             if job.state is not JobState.RUNNING or not job.elastic:

@@ -54,3 +54,30 @@ def test_remaining_times_of_many_counts_are_each_counts_own(
         assert many is None
     else:
         assert many == [one.remaining_time_s(w) for w in wanted]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lo=st.integers(min_value=1, max_value=40),
+    span=st.integers(min_value=0, max_value=200),
+    step=st.integers(min_value=1, max_value=9),
+    offset=st.integers(min_value=0, max_value=200),
+    power_of_two=st.booleans(),
+)
+def test_accepted_counts_are_those_the_job_accepts_in_order(
+    lo: int, span: int, step: int, offset: int, power_of_two: bool
+) -> None:
+    """Listed or spaced as a range, the counts are ascending, hold the request, and are
+    exactly the counts of the bounds that `accepts_workers` accepts."""
+    hi = lo + span
+    workers = lo + offset % (span + 1)
+    rule = "power_of_two" if power_of_two else "linear"
+    if power_of_two and not any(lo <= 1 << k <= hi for k in range(hi.bit_length())):
+        return
+    one = job(
+        "j", workers=workers, min_workers=lo, max_workers=hi, worker_step=step, scaling_rule=rule
+    )
+    counts = list(one.allowed_worker_counts())
+    assert counts == sorted(set(counts))
+    assert workers in counts
+    assert counts == [w for w in range(lo, hi + 1) if one.accepts_workers(w)]

@@ -148,7 +148,7 @@ class Dl2Config(BaseModel):
 @dataclass
 class _Slot:
     job: Job
-    counts: list[int]
+    counts: Sequence[int]
     uses_ps: bool
     ps_cap: int
     was_running: bool
