@@ -1596,12 +1596,12 @@ class _Programme:
         `payoff(before, run, cost)` is the search's own (payoff, completion time) of a way.
         None when no way pays more than `best`.
 
-        The ways are taken in order of the most each could pay (at_start − its cost,
-        cheapest first; the utility never grows within the slot), and the utility is
-        evaluated only until that is below the best payoff found: nothing further can be
-        kept. Counts whose cheapest way cannot beat `best` are dropped first. A job that
-        accepts thousands of counts has hundreds of thousands of ways; walking them one
-        by one was most of its search.
+        Counts whose cheapest way could not beat `best` even at `at_start` (the utility
+        never grows within the slot) are dropped first, then such ways. The others are
+        taken in order of an upper bound of their payoff (:meth:`_WayPayoff.most`), and
+        the utility is evaluated only until that bound is below the best payoff found:
+        nothing further can be kept. A job that accepts thousands of counts has hundreds
+        of thousands of ways; walking them one by one was most of its search.
         """
         before, _, units = self.history[-1]
         cost, top = self.costs[-1], self.total
