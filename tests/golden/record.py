@@ -241,6 +241,27 @@ def _every_profile_on(
             }
 
 
+SERVER_BOUND_EVERY = 3
+"""Every so many waiting jobs of the small example, in the `servers` cases, accept up to
+4,096 workers and need a hundred parameter servers per worker."""
+
+
+def server_bound_snapshot() -> Snapshot:
+    """The small example with jobs whose parameter servers, not their workers, bound the
+    counts that fit (a worker:server ratio of 0.01 makes each count need 100 servers per
+    worker): OASiS must find that almost none of their counts fits, exactly."""
+    data = json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+    waiting = [j for j in data["jobs"] if j.get("state", "pending") == "pending"]
+    for job in waiting[::SERVER_BOUND_EVERY]:
+        job.update(
+            workers=1, min_workers=1, max_workers=4096, ps=2, workers_per_ps=0.01, ps_cpus=1.0
+        )
+        job.pop("scaling_rule", None)
+        job.pop("worker_step", None)
+        job.pop("max_ps", None)
+    return snapshot_from(data)
+
+
 def example_cases() -> Iterator[dict[str, Any]]:
     named = ((name, example_snapshot(name)) for name in EXAMPLE_SNAPSHOTS)
     return _every_profile_on("examples", "example", named, "golden-")
@@ -248,7 +269,9 @@ def example_cases() -> Iterator[dict[str, Any]]:
 
 def wide_cases() -> Iterator[dict[str, Any]]:
     named = ((name, wide_snapshot(name)) for name in WIDE_EXAMPLES)
-    return _every_profile_on("wide", "wide", named, "golden-wide-")
+    yield from _every_profile_on("wide", "wide", named, "golden-wide-")
+    servers = [("small", server_bound_snapshot())]
+    yield from _every_profile_on("servers", "servers", servers, "golden-servers-")
 
 
 def example_reclaims() -> Iterator[dict[str, Any]]:

@@ -26,6 +26,7 @@ from tests.golden.record import (
     scenario_cluster,
     scenario_config,
     scenario_jobs,
+    server_bound_snapshot,
     wide_snapshot,
 )
 from tests.golden.wire import decision_json, reclaim_json, reclaim_request_from, snapshot_from
@@ -51,12 +52,19 @@ def wide(name: str) -> Snapshot:
     return wide_snapshot(name)
 
 
+@cache
+def server_bound() -> Snapshot:
+    return server_bound_snapshot()
+
+
 def case_snapshot(case: dict[str, Any]) -> Snapshot:
     """The snapshot a golden decision was made for: an example, widened or not, or its own."""
     if "example" in case:
         return example(case["example"])
     if "wide" in case:
         return wide(case["wide"])
+    if "servers" in case:
+        return server_bound()
     return snapshot_from(case["snapshot"])
 
 
