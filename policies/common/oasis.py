@@ -944,15 +944,22 @@ class Market:
             before=np.cumsum(cand_fit, axis=1) - cand_fit,  # workers fitting on cheaper servers
             unit=np.where(cand_fit > 0, cand_cost, 0.0),
         )
+        room_ps: IntArray | None = None
         if locate_ps:
-            frame.free_at = free[rows, nodes]
+            frame.free_at = free_at = free[rows, nodes]
             frame.duplicate = duplicate
             frame.ps_unit = ps_cost[rows, nodes]
+            # Servers that fit on the candidates before any worker takes its share.
+            room_ps = np.where(duplicate, 0, _fitting(free_at, dps, most_ps)).sum(axis=1)
         # Counts above what the candidates hold in every slot of the block cost inf
         # there and are not laid out (the `live` counts, ascending, are a prefix); the
         # others are laid out a chunk at a time and only their costs kept.
         blocks, width = cand_fit.shape
         live = int(np.searchsorted(counts, int(cand_fit.sum(axis=1).max()), side="right"))
+        if room_ps is not None:
+            # Likewise the counts whose servers exceed that in every slot (servers grow
+            # with the count, and workers only take room from them).
+            live = min(live, int(np.searchsorted(ps, int(room_ps.max()), side="right")))
         cost = np.full((blocks, len(counts)), np.inf)
         chunk = max(1, _LAID_AT_ONCE // max(1, blocks * width))
         laid: tuple[IntArray, IntArray | None] | None = None
