@@ -943,14 +943,16 @@ class Market:
             fit=cand_fit,
             before=np.cumsum(cand_fit, axis=1) - cand_fit,  # workers fitting on cheaper servers
             unit=np.where(cand_fit > 0, cand_cost, 0.0),
+            free_at=free[rows, nodes] if locate_ps else None,
+            duplicate=duplicate if locate_ps else None,
+            ps_unit=ps_cost[rows, nodes] if locate_ps else None,
         )
         room_ps: IntArray | None = None
-        if locate_ps:
-            frame.free_at = free_at = free[rows, nodes]
-            frame.duplicate = duplicate
-            frame.ps_unit = ps_cost[rows, nodes]
+        if frame.free_at is not None and frame.duplicate is not None:
             # Servers that fit on the candidates before any worker takes its share.
-            room_ps = np.where(duplicate, 0, _fitting(free_at, dps, most_ps)).sum(axis=1)
+            room_ps = np.where(frame.duplicate, 0, _fitting(frame.free_at, dps, most_ps)).sum(
+                axis=1
+            )
         # Counts above what the candidates hold in every slot of the block cost inf
         # there and are not laid out (the `live` counts, ascending, are a prefix); the
         # others are laid out a chunk at a time and only their costs kept.
@@ -1942,6 +1944,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     within = params.completion_value == "within_slot"
     finishes = one or reachable or programme
     assert finishes is not None
+    way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
     for t, row in rows:
         if one is not None:
             finished = one.step(first_whole[t > 0], row[0])
@@ -1960,19 +1963,17 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             length = slot_s * (fraction if t == 0 else 1.0)
             at_start = value_at(end - length - submit)
             if at_start - finished > best_payoff:
+                way_payoff.end, way_payoff.length = end, length
                 if programme is not None and len(counts) > _Reachable.MOST_COUNTS:
                     # Many counts: evaluate few of their many ways.
-                    way_payoff = _WayPayoff(value_at, submit, end, length, total)
                     kept = programme.best_way(at_start, best_payoff, way_payoff)
                     if kept is not None:
                         best_payoff, best_end, (index, before, _, _) = kept
                         best_t, entry = t, (index, before)
                 else:
-                    # The few ways of a job of a few counts, walked in order:
-                    # `_WayPayoff`'s arithmetic, written out (this runs for most jobs).
+                    # The few ways of a job of a few counts, walked in order.
                     for index, before, run, cost in finishes.finishing():
-                        done_at = end - length * (1.0 - min(1.0, (total - before) / run))
-                        payoff = value_at(done_at - submit) - cost
+                        payoff, done_at = way_payoff(before, run, cost)
                         if payoff > best_payoff:
                             best_payoff, best_t, best_end = payoff, t, done_at
                             entry = index, before
@@ -2019,11 +2020,12 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _WayPayoff:
     """The payoff of a way to finish in a slot of `length` that ends at `end`, and when
     it is done. Each way is done when the work it has left takes the slot's rate: more
-    done before the slot costs more and finishes sooner in it."""
+    done before the slot costs more and finishes sooner in it. One per search, its slot
+    moved along as the search reaches each."""
 
     value_at: Callable[[float], float]
     submit: float
