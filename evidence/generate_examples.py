@@ -720,6 +720,35 @@ def widen_waiting_jobs(snapshot: JsonObject, every: int) -> JsonObject:
     return widened
 
 
+WIDE_SERVER_JOB: JsonObject = {
+    "workers": 1,
+    "min_workers": 1,
+    "max_workers": 4096,
+    "ps": 2,
+    "max_ps": 4,
+    "ps_cpus": 1.0,
+}
+"""What `wide_jobs_with_servers` makes of a waiting job: any of 1 to 4,096 workers, with
+two to four parameter servers of one CPU each (few enough that every count's fit)."""
+
+
+def wide_jobs_with_servers(snapshot: JsonObject, every: int) -> JsonObject:
+    """A copy of `snapshot` in which every `every`-th waiting job is `WIDE_SERVER_JOB`
+    (its other sizing fields dropped): OASiS lays out each count's servers on what its
+    workers leave, for thousands of counts. The golden set and `bench_engine
+    --wide-servers` use it."""
+    changed: JsonObject = json.loads(json.dumps(snapshot))
+    jobs = changed["jobs"]
+    assert isinstance(jobs, list)
+    waiting = [j for j in jobs if isinstance(j, dict) and j.get("state", "pending") == "pending"]
+    for job in waiting[::every]:
+        job.update(WIDE_SERVER_JOB)
+        for key in ("scaling_rule", "worker_step", "workers_per_ps"):
+            job.pop(key, None)
+    check_snapshot(f"wide jobs with servers (every {every})", changed)
+    return changed
+
+
 def check_snapshot(name: str, snapshot: JsonObject) -> None:
     """Refuse to write an example that the service would reject."""
     problems = snapshot_problems(convert(snapshot, Snapshot))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evidence.generate_examples import widen_waiting_jobs
+from evidence.generate_examples import wide_jobs_with_servers, widen_waiting_jobs
 from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.model import Snapshot, ThroughputObservation, to_builtins
@@ -241,18 +241,27 @@ def _every_profile_on(
             }
 
 
-SERVER_BOUND_EVERY = 3
+SERVER_JOBS_EVERY = 3
 """Every so many waiting jobs of the small example, in the `servers` cases, accept up to
-4,096 workers and need a hundred parameter servers per worker."""
+4,096 workers and place parameter servers."""
 
 
-def server_bound_snapshot() -> Snapshot:
-    """The small example with jobs whose parameter servers, not their workers, bound the
-    counts that fit (a worker:server ratio of 0.01 makes each count need 100 servers per
-    worker): OASiS must find that almost none of their counts fits, exactly."""
+def server_snapshot(name: str) -> Snapshot:
+    """The small example with jobs of up to 4,096 workers that place parameter servers:
+
+    * `small`: servers, not workers, bound the counts that fit (a worker:server ratio of
+      0.01 makes each count need 100 servers per worker): OASiS must find that almost
+      none of their counts fits, exactly;
+    * `small-capped`: two to four servers (`wide_jobs_with_servers`), so that every
+      count's servers fit, each placed on what that count's workers leave.
+    """
     data = json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+    if name == "small-capped":
+        return snapshot_from(wide_jobs_with_servers(data, SERVER_JOBS_EVERY))
+    if name != "small":
+        raise ValueError(f"no server snapshot named {name!r}")
     waiting = [j for j in data["jobs"] if j.get("state", "pending") == "pending"]
-    for job in waiting[::SERVER_BOUND_EVERY]:
+    for job in waiting[::SERVER_JOBS_EVERY]:
         job.update(
             workers=1, min_workers=1, max_workers=4096, ps=2, workers_per_ps=0.01, ps_cpus=1.0
         )
@@ -270,8 +279,10 @@ def example_cases() -> Iterator[dict[str, Any]]:
 def wide_cases() -> Iterator[dict[str, Any]]:
     named = ((name, wide_snapshot(name)) for name in WIDE_EXAMPLES)
     yield from _every_profile_on("wide", "wide", named, "golden-wide-")
-    servers = [("small", server_bound_snapshot())]
+    servers = [("small", server_snapshot("small"))]
     yield from _every_profile_on("servers", "servers", servers, "golden-servers-")
+    capped = [("small-capped", server_snapshot("small-capped"))]
+    yield from _every_profile_on("servers", "servers", capped, "golden-servers-")
 
 
 def example_reclaims() -> Iterator[dict[str, Any]]:

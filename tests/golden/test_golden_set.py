@@ -26,7 +26,7 @@ from tests.golden.record import (
     scenario_cluster,
     scenario_config,
     scenario_jobs,
-    server_bound_snapshot,
+    server_snapshot,
     wide_snapshot,
 )
 from tests.golden.wire import decision_json, reclaim_json, reclaim_request_from, snapshot_from
@@ -53,8 +53,8 @@ def wide(name: str) -> Snapshot:
 
 
 @cache
-def server_bound() -> Snapshot:
-    return server_bound_snapshot()
+def servers(name: str) -> Snapshot:
+    return server_snapshot(name)
 
 
 def case_snapshot(case: dict[str, Any]) -> Snapshot:
@@ -64,7 +64,7 @@ def case_snapshot(case: dict[str, Any]) -> Snapshot:
     if "wide" in case:
         return wide(case["wide"])
     if "servers" in case:
-        return server_bound()
+        return servers(case["servers"])
     return snapshot_from(case["snapshot"])
 
 
