@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-instructions bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ bench: $(STAMP) ## Decisions per profile over HTTP (service on embedded defaults
 
 bench-engine: $(STAMP) ## In-process decision time per profile on the examples, against the targets
 	$(BIN)/python -m evidence.bench_engine --repeat 3
+
+bench-instructions: $(STAMP) ## Instructions per decision of the classic profiles on the large example (needs valgrind; long)
+	$(BIN)/python -m evidence.bench_instructions
 
 bench-growth: $(STAMP) ## Decision time from 16 to 4,096 nodes: table, exponents, docs/img/growth.png
 	$(BIN)/python -m evidence.bench_growth

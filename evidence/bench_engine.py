@@ -141,7 +141,7 @@ def _load_policies_from(checkout: Path) -> None:
     spec.loader.exec_module(module)
 
 
-def _core(checkout: Path | None) -> Core:
+def load_core(checkout: Path | None) -> Core:
     """The core's modules from `checkout` (default: this one), imported on first use.
 
     Another checkout (an older commit's `git worktree`) gives before-and-after figures
@@ -168,7 +168,7 @@ CORE: Core | None = None
 def core() -> Core:
     global CORE  # noqa: PLW0603 - set once, by main, before anything is measured
     if CORE is None:
-        CORE = _core(None)
+        CORE = load_core(None)
     return CORE
 
 
@@ -360,7 +360,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     global CORE  # noqa: PLW0603
     args = parse_args(argv)
-    CORE = _core(args.checkout)
+    CORE = load_core(args.checkout)
     if args.profiles is None:
         profiles = sorted(core().load_profiles(core().build_registry()))
     else:

@@ -68,6 +68,11 @@ class FreeCapacity:
         self._free_n = layout.free_n.copy()
         self._cpus_a = layout.cpus_a.copy()
         self._mem_a = layout.mem_a.copy()
+        # The same CPUs and memory as integers while every figure is a whole number (CPU
+        # counts and GB usually are), kept in step; None once one is not. Room for a job
+        # with whole needs then divides them as integers, with no check per query.
+        self._cpus_w = None if layout.cpus_w is None else layout.cpus_w.copy()
+        self._mem_w = None if layout.mem_w is None else layout.mem_w.copy()
         self.total_free = layout.total_free
         # Room per job shape, an upper bound while capacity only shrinks; cleared on release.
         self._room: dict[int | tuple[int, float, float, float], int] = {}
@@ -290,11 +295,11 @@ class FreeCapacity:
         fit = self._free_n // job.gpus_per_worker
         cpw, mpw = job.cpus_per_worker, job.memory_gb_per_worker
         if cpw > 0:
-            np.minimum(fit, _floor_divided(self._cpus_a, cpw), out=fit)
+            np.minimum(fit, _floor_divided(self._cpus_a, self._cpus_w, cpw), out=fit)
         if mpw > 0:
-            np.minimum(fit, _floor_divided(self._mem_a, mpw), out=fit)
+            np.minimum(fit, _floor_divided(self._mem_a, self._mem_w, mpw), out=fit)
         if job.gpu_memory_gb > self._min_gpu_memory_gb:
-            fit[self._layout.gpu_mem_a < job.gpu_memory_gb] = 0
+            fit[self._layout.short_of_gpu_memory(job.gpu_memory_gb)] = 0
         return fit
 
     def candidate_nodes(self, job: Job, descending: bool = True) -> list[tuple[str, int]]:
@@ -411,6 +416,10 @@ class FreeCapacity:
         memory = self._mem[node_id] + sign * (workers * job.memory_gb_per_worker)
         self._cpus[node_id] = self._cpus_a[position] = cpus
         self._mem[node_id] = self._mem_a[position] = memory
+        if self._cpus_w is not None:
+            self._cpus_w = _kept_whole(self._cpus_w, position, cpus)
+        if self._mem_w is not None:
+            self._mem_w = _kept_whole(self._mem_w, position, memory)
 
     def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
         """Count GPUs running jobs already hold, skipping nodes training may not use.
@@ -488,10 +497,14 @@ class FreeCapacity:
         cpus_a, mem_a = self._cpus_a, self._mem_a
         for node_id, used in cpus.items():
             self._cpus[node_id] -= used
-            cpus_a[order[node_id]] = self._cpus[node_id]
+            cpus_a[order[node_id]] = left_cpus = self._cpus[node_id]
+            if self._cpus_w is not None:
+                self._cpus_w = _kept_whole(self._cpus_w, order[node_id], left_cpus)
         for node_id, used in mem.items():
             self._mem[node_id] -= used
-            mem_a[order[node_id]] = self._mem[node_id]
+            mem_a[order[node_id]] = left_mem = self._mem[node_id]
+            if self._mem_w is not None:
+                self._mem_w = _kept_whole(self._mem_w, order[node_id], left_mem)
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""
@@ -557,6 +570,7 @@ class _Layout:
         "buckets",
         "cpus",
         "cpus_a",
+        "cpus_w",
         "free",
         "free_n",
         "gpu_mem_a",
@@ -564,6 +578,7 @@ class _Layout:
         "max_gpus",
         "mem",
         "mem_a",
+        "mem_w",
         "min_gpu_memory_gb",
         "named_racks",
         "nodes",
@@ -572,6 +587,7 @@ class _Layout:
         "rack_order",
         "rack_positions",
         "racks",
+        "short_of",
         "total_free",
         "total_gpus",
     )
@@ -580,7 +596,7 @@ class _Layout:
     # their nodes (the nodes are kept, so those ids stay theirs): a caller that sends
     # the same Node objects round after round, as the simulator does, pays for the
     # layout once. A service decoding each request gets new nodes and simply builds
-    # the layout. Layouts are never mutated.
+    # the layout. Layouts never change (`short_of_gpu_memory` only remembers answers).
     _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
     _recent_lock: ClassVar[threading.Lock] = threading.Lock()
     _KEEP: ClassVar[int] = 4
@@ -617,6 +633,10 @@ class _Layout:
         self.gpu_mem_a: npt.NDArray[np.float64] = np.array(
             [n.gpu_memory_gb for n in self.nodes.values()], dtype=np.float64
         )
+        self.cpus_w = _whole(self.cpus_a)
+        self.mem_w = _whole(self.mem_a)
+        # Per GPU-memory need, the nodes with less (see short_of_gpu_memory).
+        self.short_of: dict[float, npt.NDArray[np.bool_]] = {}
         self.racks = tuple(sorted(self.rack_order))
         positions: dict[str, list[int]] = {rack: [] for rack in self.racks}
         for node_id, position in self.order.items():
@@ -634,6 +654,22 @@ class _Layout:
         self.min_gpu_memory_gb = min((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)
         self.max_gpu_memory_gb = max((n.gpu_memory_gb for n in self.nodes.values()), default=0.0)
 
+    _SHORT_KEPT: ClassVar[int] = 64
+
+    def short_of_gpu_memory(self, need_gb: float) -> npt.NDArray[np.bool_]:
+        """Which nodes, by position, have less GPU memory than `need_gb` (not to be changed).
+
+        Kept per need: a layout outlives the decision that built it, and a snapshot's jobs
+        ask for a handful of sizes, each room query on a large cluster otherwise comparing
+        every node again. A few sizes are kept; past that, a need is compared afresh.
+        """
+        short = self.short_of.get(need_gb)
+        if short is None:
+            short = self.gpu_mem_a < need_gb
+            if len(self.short_of) < self._SHORT_KEPT:
+                self.short_of[need_gb] = short
+        return short
+
     @classmethod
     def for_training(cls, nodes: tuple[Node, ...]) -> _Layout:
         key = tuple(map(id, nodes))
@@ -649,19 +685,37 @@ class _Layout:
         return layout
 
 
-def _floor_divided(amounts: npt.NDArray[np.float64], per_worker: float) -> npt.NDArray[np.int64]:
+def _floor_divided(
+    amounts: npt.NDArray[np.float64], whole: npt.NDArray[np.int64] | None, per_worker: float
+) -> npt.NDArray[np.int64]:
     """`amounts // per_worker` for every node, as integers (Python's float floor division).
 
-    Whole numbers (CPU counts and GB usually are) are divided as integers: the same
-    quotients, exactly, at a fraction of the cost of numpy's float floor division,
+    `whole` is `amounts` as integers when every figure is a whole number (CPU counts and
+    GB usually are), else None. Then a whole `per_worker` divides them as integers: the
+    same quotients, exactly, at a fraction of the cost of numpy's float floor division,
     which a room query on a large cluster would otherwise spend most of its time in.
     """
-    if float(per_worker).is_integer():
-        whole = amounts.astype(np.int64)
-        # Back to floats to compare: a figure too large for an integer does not survive.
-        if (whole.astype(np.float64) == amounts).all():
-            return whole // int(per_worker)
+    if whole is not None and float(per_worker).is_integer():
+        return whole // int(per_worker)
     return (amounts // per_worker).astype(np.int64)
+
+
+def _whole(amounts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64] | None:
+    """`amounts` as integers if every figure is a whole number an integer holds, else None."""
+    whole = amounts.astype(np.int64)
+    # Back to floats to compare: a figure too large for an integer does not survive.
+    return whole if (whole.astype(np.float64) == amounts).all() else None
+
+
+def _kept_whole(
+    whole: npt.NDArray[np.int64], position: int, amount: float
+) -> npt.NDArray[np.int64] | None:
+    """`whole` with `amount` at `position`, or None if `amount` is not a whole number that
+    an integer holds (the figures are then divided as floats from then on)."""
+    if float(amount).is_integer() and -(2**63) <= amount < 2**63:
+        whole[position] = int(amount)
+        return whole
+    return None
 
 
 def assignments_for(

@@ -957,9 +957,11 @@ class _Allocation:
                     f"{max(left, 0)} left of its quota",
                 )
                 return blocked_by
-        counts = [workers]
-        if not job.gang:
-            counts += [w for w in reversed(job.allowed_worker_counts()) if w < workers]
+        counts: Sequence[int] = (workers,)
+        if not job.gang and workers > job.lo:
+            # Smaller counts to fall back on, largest first; none below the job's minimum
+            # (every accepted count is at least that), so most jobs list none.
+            counts = [workers, *(w for w in reversed(job.allowed_worker_counts()) if w < workers)]
         free = self.free
         reason = ""
         for count in counts:

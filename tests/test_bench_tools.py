@@ -15,6 +15,8 @@ import pytest
 from evidence.bench import histogram_quantile
 from evidence.bench_engine import Cell, format_row, measure, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
+from evidence.bench_instructions import child_command, collected, per_decision
+from evidence.bench_instructions import main as count_instructions
 from evidence.bench_memory import rss_bytes, sample_points
 from evidence.generate_examples import WIDE_RANGES, widen_waiting_jobs
 from evidence.runner import EXAMPLES, over_seeds, percentile
@@ -139,3 +141,32 @@ def test_the_engine_benchmark_times_each_snapshot_and_its_widened_variant() -> N
     )
     assert sorted(c.snapshot for c in cells) == ["small", "small-wide"]
     assert all(len(c.run_ms[0]) == 5 and min(c.run_ms[0]) > 0 for c in cells)
+
+
+def test_instruction_counts_are_read_from_callgrinds_summary() -> None:
+    output = (
+        "==41== Events    : Ir\n==41== Collected : 6688536998\n==41==\n==41== I   refs: 6,688\n"
+    )
+    assert collected(output) == 6_688_536_998
+    with pytest.raises(RuntimeError, match="no single instruction count"):
+        collected("==41== I   refs: 6,688\n")
+
+
+def test_a_decisions_instructions_are_the_difference_of_two_runs_over_their_decisions() -> None:
+    assert per_decision(7_000_000_000, 7_980_000_000, 10) == 98_000_000
+    with pytest.raises(ValueError, match="1 or more"):
+        per_decision(1, 2, 0)
+
+
+def test_each_count_runs_one_child_under_callgrind_with_its_checkout() -> None:
+    command = child_command(None, "tiresias", EXAMPLES / "large.json", 10)
+    assert command[:3] == ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    assert command[-4:] == ["--child", "tiresias", str(EXAMPLES / "large.json"), "10"]
+    other = child_command(EXAMPLES.parent, "fifo", EXAMPLES / "small.json", 0)
+    assert other[-2:] == ["--checkout", str(EXAMPLES.parent)]
+
+
+def test_the_instruction_count_refuses_no_decisions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        count_instructions(["--decisions", "0"])
+    assert "--decisions: must be 1 or more" in capsys.readouterr().err
