@@ -5,6 +5,7 @@
     .venv/bin/python -m evidence.bench_engine --json out/engine.json
     .venv/bin/python -m evidence.bench_engine --checkout ../old   # an older commit's core
     .venv/bin/python -m evidence.bench_engine --profiles oasis,aryl --widen 5   # wide ranges
+    .venv/bin/python -m evidence.bench_engine --profiles oasis --wide-servers 20
 
 For each profile and each snapshot (default `examples/small.json` and
 `examples/large.json`) the snapshot is decoded once (`decode_snapshot`), the profile's
@@ -19,6 +20,10 @@ snapshot (`decode_snapshot` on the raw bytes) and encoding the decision
 waiting job accepts a wide range of worker counts (up to 4,096, as a caller may send:
 `evidence.generate_examples.widen_waiting_jobs`), for the policies that price or score
 every count.
+`--wide-servers N` adds a variant (`<name>-wide-servers`) in which every N-th waiting job
+accepts 1 to 4,096 workers and places two to four parameter servers
+(`evidence.generate_examples.wide_jobs_with_servers`): OASiS lays out each count's
+servers on what its workers leave.
 
 `--repeat K` repeats the whole measurement K times (every cell once per round, so slow
 drifts of a shared machine spread over all cells) and reports the median of the K
@@ -252,10 +257,11 @@ def measure(
     repeat: int,
     seed: int,
     widen: int | None = None,
+    wide_servers: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Cell]:
-    """Every (profile, snapshot) cell, measured `repeat` times round-robin; with `widen`,
-    each snapshot's widened variant too."""
+    """Every (profile, snapshot) cell, measured `repeat` times round-robin; with `widen`
+    or `wide_servers`, each snapshot's variant too."""
     registry = core().build_registry()
     known = core().load_profiles(registry)
     unknown = [name for name in profiles if name not in known]
@@ -263,13 +269,23 @@ def measure(
         raise SystemExit(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(known)}")
     pipelines = {name: core().Pipeline.build(known[name], registry) for name in profiles}
     raws = {path.stem: path.read_bytes() for path in snapshots}
-    if widen is not None:
-        # Imported here: it reads `policies`, which `--checkout` may have replaced.
-        from evidence.generate_examples import widen_waiting_jobs  # noqa: PLC0415
+    plain = set(raws)
+    # Imported here: it reads `policies`, which `--checkout` may have replaced.
+    from evidence.generate_examples import (  # noqa: PLC0415
+        wide_jobs_with_servers,
+        widen_waiting_jobs,
+    )
 
-        for name, raw in list(raws.items()):
-            wide = widen_waiting_jobs(json.loads(raw), widen)
-            raws[f"{name}-wide"] = json.dumps(wide, separators=(",", ":")).encode()
+    variants = [
+        ("wide", widen_waiting_jobs, widen),
+        ("wide-servers", wide_jobs_with_servers, wide_servers),
+    ]
+    for suffix, change, every in variants:
+        if every is None:
+            continue
+        for name, raw in [(n, r) for n, r in raws.items() if n in plain]:
+            changed = change(json.loads(raw), every)
+            raws[f"{name}-{suffix}"] = json.dumps(changed, separators=(",", ":")).encode()
     decode_snapshot = core().decode_snapshot
     decoded = {name: decode_snapshot(raw) for name, raw in raws.items()}
     cells = {
@@ -340,6 +356,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also each snapshot with every N-th waiting job accepting up to 4,096 worker counts",
     )
     parser.add_argument(
+        "--wide-servers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also each snapshot with every N-th waiting job accepting 1 to 4,096 workers and "
+        "placing 2 to 4 parameter servers",
+    )
+    parser.add_argument(
         "--checkout",
         type=Path,
         default=None,
@@ -352,8 +376,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--iterations must be at least {MIN_ITERATIONS}")
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be at least 1 and --warmup at least 0")
-    if args.widen is not None and args.widen < 1:
-        parser.error("--widen must be at least 1")
+    for option, every in (("--widen", args.widen), ("--wide-servers", args.wide_servers)):
+        if every is not None and every < 1:
+            parser.error(f"{option} must be at least 1")
     return args
 
 
@@ -374,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeat=args.repeat,
         seed=args.seed,
         widen=args.widen,
+        wide_servers=args.wide_servers,
         progress=None if args.quiet else progress(),
     )
     print(render(cells, args.iterations, args.repeat))

@@ -13,12 +13,12 @@ import os
 import pytest
 
 from evidence.bench import histogram_quantile
-from evidence.bench_engine import Cell, format_row, measure, target_status
+from evidence.bench_engine import Cell, format_row, measure, parse_args, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
 from evidence.bench_instructions import child_command, collected, per_decision
 from evidence.bench_instructions import main as count_instructions
 from evidence.bench_memory import rss_bytes, sample_points
-from evidence.generate_examples import WIDE_RANGES, widen_waiting_jobs
+from evidence.generate_examples import WIDE_RANGES, wide_jobs_with_servers, widen_waiting_jobs
 from evidence.runner import EXAMPLES, over_seeds, percentile
 from policies.model import Snapshot, convert, decode_snapshot, snapshot_problems
 
@@ -135,12 +135,43 @@ def test_widened_snapshots_give_every_nth_waiting_job_a_wide_accepted_range() ->
     assert data == json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
 
 
-def test_the_engine_benchmark_times_each_snapshot_and_its_widened_variant() -> None:
+def test_wide_jobs_with_servers_accept_thousands_of_counts_and_place_a_few_servers() -> None:
+    data = json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+    waiting = [j["id"] for j in data["jobs"] if j.get("state", "pending") == "pending"]
+    changed = convert(wide_jobs_with_servers(data, 4), Snapshot)
+    by_id = {j.id: j for j in changed.jobs}
+    wide = [i for i in waiting if by_id[i].hi == 4096]
+    assert wide == waiting[::4]
+    for job_id in wide:
+        job = by_id[job_id]
+        assert (job.lo, job.workers, job.ps, job.max_ps, job.ps_cpus) == (1, 1, 2, 4, 1.0)
+        assert len(job.allowed_worker_counts()) == 4096
+    assert snapshot_problems(changed) == []
+    assert data == json.loads((EXAMPLES / "small.json").read_text(encoding="utf-8"))
+
+
+def test_the_engine_benchmark_times_each_snapshot_and_its_variants() -> None:
     cells = measure(
-        ["fifo"], [EXAMPLES / "small.json"], iterations=5, warmup=0, repeat=1, seed=0, widen=3
+        ["fifo"],
+        [EXAMPLES / "small.json"],
+        iterations=5,
+        warmup=0,
+        repeat=1,
+        seed=0,
+        widen=3,
+        wide_servers=3,
     )
-    assert sorted(c.snapshot for c in cells) == ["small", "small-wide"]
+    assert sorted(c.snapshot for c in cells) == ["small", "small-wide", "small-wide-servers"]
     assert all(len(c.run_ms[0]) == 5 and min(c.run_ms[0]) > 0 for c in cells)
+
+
+@pytest.mark.parametrize("option", ["--widen", "--wide-servers"])
+def test_the_engine_benchmark_refuses_a_variant_of_every_zeroth_job(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args([option, "0"])
+    assert f"{option} must be at least 1" in capsys.readouterr().err
 
 
 def test_instruction_counts_are_read_from_callgrinds_summary() -> None:

@@ -73,7 +73,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 import msgspec
@@ -578,6 +578,31 @@ class Frame:
     free_at: FloatArray | None = None  # (B, M, K)
     duplicate: npt.NDArray[np.bool_] | None = None  # (B, M)
     ps_unit: FloatArray | None = None  # (B, M)
+    # What every chunk of counts laid out on this frame reads (see `servers_room`).
+    _servers: dict[tuple[bytes, bytes, int], tuple[IntArray, IntArray]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def servers_room(self, model: JobModel, most_ps: int) -> tuple[IntArray, IntArray]:
+        """For a job that places servers: (B, M, W + 1) the servers that fit on each
+        candidate once `w` of its workers are there, for every w from 0 to the most workers
+        a candidate takes (a handful); and (B, M) the candidates in order of one server's
+        cost (ties by position). Worked out once per frame, not per chunk of counts."""
+        key = (model.worker_demand.tobytes(), model.ps_demand.tobytes(), most_ps)
+        kept = self._servers.get(key)
+        if kept is not None:
+            return kept
+        assert self.free_at is not None
+        assert self.duplicate is not None
+        assert self.ps_unit is not None
+        on_one = np.arange((int(self.fit.max()) if self.fit.size else 0) + 1)
+        # Each candidate's leftovers with w workers, exactly as a count's layout leaves
+        # them (the same products and differences), then the servers that fit there.
+        left = self.free_at[:, :, None, :] - on_one[None, None, :, None] * model.worker_demand
+        room = np.where(self.duplicate[:, :, None], 0, _fitting(left, model.ps_demand, most_ps))
+        kept = room, np.argsort(self.ps_unit, axis=1, kind="stable")
+        self._servers[key] = kept
+        return kept
 
     def rows(self, stale: IntArray, fresh: Frame) -> Frame:
         """A copy with the slots `stale` taken from `fresh` (made for those slots)."""
@@ -649,19 +674,35 @@ def _lay(
     fits = fit.sum(axis=1)[:, None] >= counts[None, :]
     if frame.free_at is None or frame.duplicate is None or frame.ps_unit is None:
         return cost, fits, workers, None
-    dw, dps = model.worker_demand, model.ps_demand
-    left = frame.free_at[:, None, :, :] - workers[..., None] * dw  # (B, Y, M, K)
-    room = np.where(frame.duplicate[:, None, :], 0, _fitting(left, dps, most_ps))
-    ps_unit = frame.ps_unit[:, None, :].repeat(len(counts), axis=1)
-    ps_order = np.argsort(np.where(room > 0, ps_unit, np.inf), axis=2, kind="stable")
-    room_o = np.take_along_axis(room, ps_order, axis=2)
-    unit_o = np.where(room_o > 0, np.take_along_axis(ps_unit, ps_order, axis=2), 0.0)
-    before_ps = np.cumsum(room_o, axis=2) - room_o
-    placed = np.clip(ps[None, :, None] - before_ps, 0, room_o)
-    cost = cost + (placed * unit_o).sum(axis=2)
-    fits &= room_o.sum(axis=2) >= ps[None, :]
+    # Servers fill the candidates with room in order of one server's cost (ties by
+    # position), each up to its room, until the count's servers are placed. That order
+    # is the same for every count: the counts are laid out on it (candidates without
+    # room take nothing and change no running total), and only the paid servers' costs
+    # are gathered to the front, in that order, to be added up as a sort of the
+    # candidates per count (those with room first) lined them up for NumPy's sum.
+    by_workers, by_unit = frame.servers_room(model, most_ps)
+    blocks, width = fit.shape
+    steps = by_workers.shape[2]
+    slot_rows = np.arange(blocks).reshape(blocks, 1, 1) * width
+    in_order = slot_rows + by_unit[:, None, :]  # (B, 1, M): candidate positions, cost order
+    # (B, Y, M): each count's cells, candidates in cost order.
+    cells = np.arange(blocks * len(counts)).reshape(blocks, len(counts), 1) * width
+    cells = cells + by_unit[:, None, :]
+    workers_u = workers.reshape(-1)[cells]
+    room_u: IntArray = by_workers.reshape(-1)[in_order * steps + workers_u]  # (B, Y, M)
+    placed = np.clip(ps[None, :, None] - (np.cumsum(room_u, axis=2) - room_u), 0, room_u)
+    fits &= room_u.sum(axis=2) >= ps[None, :]
+    paid = placed * frame.ps_unit.reshape(-1)[in_order]
+    # The paid candidates number at most the count's servers: NumPy's sum of them, lined
+    # up at the front of M places, is its sum over the first 8 places (M if fewer) when
+    # they fit in 8, its eight partial sums then holding one term each.
+    lined = np.zeros((blocks, len(counts), width if most_ps > 8 else min(width, 8)))
+    paying = placed > 0
+    b, y, m = np.nonzero(paying)
+    lined[b, y, (np.cumsum(paying, axis=2) - 1)[b, y, m]] = paid[b, y, m]
+    cost = cost + lined.sum(axis=2)
     on_each: IntArray = np.zeros_like(placed)
-    np.put_along_axis(on_each, ps_order, placed, axis=2)
+    on_each.reshape(-1)[cells] = placed
     return cost, fits, workers, on_each
 
 

@@ -20,11 +20,13 @@ from hypothesis import strategies as st
 
 from policies.common import oasis
 from policies.common.oasis import (
+    Frame,
     JobModel,
     Market,
     OasisParams,
     OasisState,
     _cheapest,
+    _fitting,
     _Ladder,
     _laid,
     _lay,
@@ -429,6 +431,73 @@ def test_a_count_is_laid_out_alone_as_it_is_among_thousands_of_counts() -> None:
             assert kept_servers is not None
             assert np.array_equal(kept_workers[:, option], laid)
             assert np.array_equal(kept_servers[:, option], placed)
+
+
+def _servers_sorted_per_count(
+    frame: Frame, counts: np.ndarray, ps: np.ndarray, model: JobModel, most_ps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plain form of placing a job's servers: for each count on its own, the
+    candidates with room sorted by one server's cost (ties by position), those without
+    room last; the servers fill them in that order. (cost, fits, servers per candidate)."""
+    assert frame.free_at is not None
+    assert frame.duplicate is not None
+    assert frame.ps_unit is not None
+    workers = np.minimum(
+        np.maximum(counts[None, :, None] - frame.before[:, None, :], 0), frame.fit[:, None, :]
+    )
+    cost = (workers * frame.unit[:, None, :]).sum(axis=2)
+    fits = frame.fit.sum(axis=1)[:, None] >= counts[None, :]
+    left = frame.free_at[:, None, :, :] - workers[..., None] * model.worker_demand
+    room = np.where(frame.duplicate[:, None, :], 0, _fitting(left, model.ps_demand, most_ps))
+    ps_unit = frame.ps_unit[:, None, :].repeat(len(counts), axis=1)
+    order = np.argsort(np.where(room > 0, ps_unit, np.inf), axis=2, kind="stable")
+    room_o = np.take_along_axis(room, order, axis=2)
+    unit_o = np.where(room_o > 0, np.take_along_axis(ps_unit, order, axis=2), 0.0)
+    placed = np.clip(ps[None, :, None] - (np.cumsum(room_o, axis=2) - room_o), 0, room_o)
+    on_each = np.zeros_like(placed)
+    np.put_along_axis(on_each, order, placed, axis=2)
+    return cost + (placed * unit_o).sum(axis=2), fits & (room_o.sum(axis=2) >= ps), on_each
+
+
+def test_servers_are_placed_as_sorting_the_costs_for_each_count_places_them() -> None:
+    """Servers placed with one sort of the costs per slot land where a sort per count put
+    them, with bit-identical costs: ties in a server's cost, candidates without room,
+    duplicated candidates, room that each count's workers take in turn, and more or
+    fewer than eight paid candidates among more or fewer than eight (random frames: 300
+    seeds, so that the rare orders of addition that change a sum's last bit turn up)."""
+    params = OasisParams(slot_s=SLOT, horizon_slots=4)
+    elastic = job(
+        "j", workers=1, min_workers=1, max_workers=60, cpus_per_worker=2.0, ps=1, ps_cpus=2.0
+    )
+    utility, implied = job_utility(elastic, params)
+    assert utility is not None
+    model = model_job(elastic, utility, implied, params)
+    assert (model.ps_demand > 0).any(), "servers need room: candidates hold few or none"
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        slots, width = int(rng.integers(1, 4)), int(rng.integers(1, 25))
+        fit = rng.integers(0, 5, size=(slots, width))
+        frame = Frame(
+            fit=fit,
+            before=np.cumsum(fit, axis=1) - fit,
+            unit=np.where(fit > 0, rng.choice([0.5, 1.0, 1.5], size=fit.shape), 0.0),
+            free_at=rng.choice([0.0, 1.0, 2.0, 4.0, 7.0, 16.0], size=(slots, width, 3)),
+            duplicate=rng.random((slots, width)) < 0.2,
+            # Few distinct costs (ties), most not summing exactly (the order of additions
+            # shows in the last bit).
+            ps_unit=rng.choice([0.1, 0.3, *(rng.random(3) * 7)], size=(slots, width)),
+        )
+        wanted = np.unique(rng.integers(1, 61, size=int(rng.integers(1, 31))))
+        ps = rng.integers(0, int(rng.integers(1, 15)) + 1, size=len(wanted))
+        most_ps = int(ps.max())
+        cost, fits, _, servers = _lay(frame, wanted, ps, model, most_ps)
+        plain_cost, plain_fits, plain_servers = _servers_sorted_per_count(
+            frame, wanted, ps, model, most_ps
+        )
+        assert servers is not None
+        assert np.array_equal(servers, plain_servers), seed
+        assert np.array_equal(fits, plain_fits), seed
+        assert cost.tobytes() == plain_cost.tobytes(), seed
 
 
 @settings(max_examples=200, deadline=None)
