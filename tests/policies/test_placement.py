@@ -240,10 +240,15 @@ def test_held_nodes_join_their_bucket_in_the_order_the_running_jobs_first_touch_
     assert free.fits(job("one")).tolist() == [2, 2, 4, 3, 0, 3]
 
 
-def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_releases() -> None:
+@pytest.mark.parametrize("cpus_per_worker", [(0.0, 1.5, 6.0), (0.0, 2.0, 6.0)])
+def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_releases(
+    cpus_per_worker: tuple[float, ...],
+) -> None:
     # Room and the candidate list read per-node arrays kept beside the per-node dicts;
     # after any mix of holds, takes and releases they must say what asking every node
     # one by one (workers_fitting) says, and each rack's free count what its nodes hold.
+    # Whole CPU needs keep the free CPUs whole (divided as integers throughout); a
+    # fractional one makes them fractional from its first take on.
     rng = random.Random(7)
     nodes = [
         node(
@@ -263,7 +268,7 @@ def test_capacity_room_and_candidates_agree_with_each_node_through_takes_and_rel
     shapes = [
         {"gpus_per_worker": g, "cpus_per_worker": c, "memory_gb_per_worker": m, "gpu_memory_gb": gm}
         for g in (1, 2, 4)
-        for c in (0.0, 1.5, 6.0)
+        for c in cpus_per_worker
         for m in (0.0, 10.0)
         for gm in (0.0, 24.0)
     ]
