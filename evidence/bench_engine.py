@@ -5,7 +5,7 @@
     .venv/bin/python -m evidence.bench_engine --json out/engine.json
     .venv/bin/python -m evidence.bench_engine --checkout ../old   # an older commit's core
     .venv/bin/python -m evidence.bench_engine --profiles oasis,aryl --widen 5   # wide ranges
-    .venv/bin/python -m evidence.bench_engine --profiles oasis --wide-servers 20
+    .venv/bin/python -m evidence.bench_engine --profiles oasis --wide-servers 100
 
 For each profile and each snapshot (default `examples/small.json` and
 `examples/large.json`) the snapshot is decoded once (`decode_snapshot`), the profile's
