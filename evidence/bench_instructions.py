@@ -4,11 +4,10 @@
     .venv/bin/python -m evidence.bench_instructions --checkout ../old   # against an older core
 
 Wall-clock figures on a shared virtual machine move by tens of percent from one minute
-to the next (the CPU time of a process moves with them), so a change worth a few
-percent cannot be told from noise by timing it. The number of instructions a decision
-executes does not drift: it is counted by Valgrind's callgrind tool (`valgrind` must be
-on the PATH; Debian's package `valgrind`), which runs the interpreter on a simulated
-CPU.
+to the next, so a change worth a few percent cannot be told from noise by timing it.
+The number of instructions a decision executes does not drift: it is counted by
+Valgrind's callgrind tool (`valgrind` must be on the PATH; Debian's package
+`valgrind`), which runs the interpreter on a simulated CPU.
 
 For each profile and checkout, a child process decodes the snapshot (default
 `examples/large.json`), builds the profile's pipeline, makes two warm-up decisions and

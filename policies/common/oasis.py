@@ -989,11 +989,9 @@ class Market:
             ps_unit=ps_cost[rows, nodes] if locate_ps else None,
         )
         room_ps: IntArray | None = None
-        if frame.free_at is not None and frame.duplicate is not None:
+        if locate_ps:
             # Servers that fit on the candidates before any worker takes its share.
-            room_ps = np.where(frame.duplicate, 0, _fitting(frame.free_at, dps, most_ps)).sum(
-                axis=1
-            )
+            room_ps = frame.servers_room(model, most_ps)[0][:, :, 0].sum(axis=1)
         # Counts above what the candidates hold in every slot of the block cost inf
         # there and are not laid out (the `live` counts, ascending, are a prefix); the
         # others are laid out a chunk at a time and only their costs kept.
