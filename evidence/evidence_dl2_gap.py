@@ -58,6 +58,7 @@ from training.dl2.episodes import (
 from training.dl2.evaluation import EpisodeScore, score
 from training.dl2.imitation import teacher_profile
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
+from training.dl2.rollout import Reward
 
 QUICK = "a smoke run: 20-job windows, 2-update training"
 """What `--quick` runs."""
@@ -88,6 +89,10 @@ class Condition:
     ordering: PolicyChoice | None = None
     """The ordering DL2 and the baselines play behind (None: the `dl2` profile's, FIFO
     with backfill); `evidence_dl2_order` sets it."""
+    teacher: str = TEACHER
+    """The scaling policy DL2's warm-up imitates."""
+    reward: Reward = "progress"
+    """What PPO's reward measures (:data:`training.dl2.rollout.REWARDS`)."""
 
     @property
     def episodes(self) -> int:
@@ -208,7 +213,7 @@ def run_task(task: Task) -> Outcome:
     seed = task.seed
     train = condition.applied(windows.train)
     keep = condition.keep_running
-    warmed = warm_up(train, TEACHER, IMITATION_EPOCHS, seed, keep_running=keep)
+    warmed = warm_up(train, condition.teacher, IMITATION_EPOCHS, seed, keep_running=keep)
     tuned = Dl2Model.from_bytes(warmed.model.to_bytes())
     train_ppo(
         tuned,
@@ -219,6 +224,7 @@ def run_task(task: Task) -> Outcome:
             episodes_per_update=condition.episodes_per_update,
             validate_every=condition.validate_every,
             keep_running=keep,
+            reward=condition.reward,
         ),
         validation=condition.applied(windows.validation),
     )

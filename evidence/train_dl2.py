@@ -7,8 +7,9 @@ Steps (docs/dl2.md; Peng et al., 2019, §4.2–4.3):
 1. Simulated decision log: the `dl2` profile with DRF scaling runs the training
    episodes (windows of the shared Philly and Helios traces on scaled clusters).
 2. Supervised warm-up: cross-entropy on DRF's steps, replayed through DL2's round.
-3. RL: PPO on the same episodes, the policy sampling, rewards = normalised progress;
-   the checkpoint with the best validation score (other windows) is kept.
+3. RL: PPO on the same episodes, the policy sampling, rewards = normalised progress
+   (`--reward time-in-system`: minus the jobs' time in the system); the checkpoint
+   with the best validation score (other windows) is kept.
 4. Judge on held-out episodes: the RL model ships only if it beats the warm-up
    model (as retraining activates a candidate only if it wins); both are also
    scored against DRF and as-requested scaling in the same pipeline.
@@ -48,6 +49,7 @@ from training.dl2.imitation import (
     teacher_profile,
 )
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
+from training.dl2.rollout import REWARDS
 
 DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
 
@@ -87,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes-per-update", type=int, default=2)
     parser.add_argument(
         "--validate-every", type=int, default=5, help="updates between checkpoint scorings"
+    )
+    parser.add_argument(
+        "--reward",
+        choices=REWARDS,
+        default="progress",
+        help="what a round's reward measures: the paper's summed progress, or minus the "
+        "jobs' time in the system (whose sum is minus their summed JCT)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: tiny episodes and budgets"
@@ -162,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         updates=updates,
         episodes_per_update=args.episodes_per_update,
         validate_every=args.validate_every,
+        reward=args.reward,
     )
 
     def show(row: dict[str, float]) -> None:

@@ -18,6 +18,7 @@ from policies.learned.dl2.features import Allocation, Dl2Config
 from policies.learned.dl2.network import Dl2Model
 from policies.model import ScalingRule, Snapshot, encode
 from policies.registry import build_registry
+from simulator.metrics import JobRecord
 from simulator.sweep import InProcess, ProcessPool, RayCluster, Runner
 from tests.policies.builders import job, node, running, snap
 from training.dl2.episodes import EpisodeSpec
@@ -31,7 +32,12 @@ from training.dl2.imitation import (
     teacher_profile,
 )
 from training.dl2.reinforce import PpoArgs, train_ppo
-from training.dl2.rollout import discounted_returns, progress_reward
+from training.dl2.rollout import (
+    discounted_returns,
+    play_episode,
+    progress_reward,
+    time_in_system_rewards,
+)
 
 CONFIG = Dl2Config(window=4, families=("resnet50",), hidden=(16, 8))
 REGISTRY = build_registry()
@@ -92,6 +98,57 @@ def test_progress_reward_sums_fractions_of_total_work_and_counts_finished_jobs()
     )
     assert progress_reward(before, after) == pytest.approx(0.3 + 0.2)
     assert progress_reward(before, None) == pytest.approx(0.8 + 0.2)
+
+
+def test_time_in_system_rewards_charge_each_round_the_hours_its_jobs_spent_until_the_next() -> None:
+    def record(submit: float, finish: float | None) -> JobRecord:
+        return JobRecord(
+            index=0,
+            job_id="j",
+            tenant="t",
+            family="resnet50",
+            gpus=1,
+            submit_s=submit,
+            recorded_duration_s=1.0,
+            first_start_s=submit,
+            finish_s=finish,
+            run_s=0.0,
+            gpu_s=0.0,
+            preemptions=0,
+            restarts=0,
+            cost_usd=0.0,
+            status="running" if finish is None else "completed",
+        )
+
+    # Rounds at 0 and 3600 s; the episode ends at 9000 s. One job from 0 to 1800 s, one
+    # arriving between the rounds and finishing after the second, one never finishing.
+    jobs = [record(0.0, 1800.0), record(1800.0, 5400.0), record(3600.0, None)]
+    rewards = time_in_system_rewards([0.0, 3600.0], jobs, 9000.0)
+
+    assert rewards == pytest.approx([-(0.5 + 0.5), -(0.5 + 1.5)])
+    assert time_in_system_rewards([], jobs, 9000.0) == []
+
+
+def test_time_in_system_rewards_of_an_episode_sum_to_minus_its_jobs_summed_jct(
+    episode: EpisodeSpec,
+) -> None:
+    model = Dl2Model.initial(_model_config(episode), seed=3)
+
+    played = play_episode(episode, model, np.random.default_rng(0), reward="time-in-system")
+
+    assert played.result is not None
+    metrics = played.result.metrics
+    summed_jct_h = float(metrics["avg_jct_s"]) * int(metrics["jobs_completed"]) / 3600.0
+    assert int(metrics["jobs_completed"]) == episode.jobs
+    assert sum(played.rewards) == pytest.approx(-summed_jct_h, rel=1e-9)
+    # The same actions as with the paper's reward: only what is rewarded differs.
+    progress = play_episode(episode, model, np.random.default_rng(0))
+    assert [s.action for s in progress.steps] == [s.action for s in played.steps]
+
+
+def test_ppo_refuses_an_unknown_reward() -> None:
+    with pytest.raises(ValueError, match="reward 'speed'"):
+        PpoArgs(reward="speed")  # type: ignore[arg-type]
 
 
 def test_returns_discount_by_simulated_time() -> None:

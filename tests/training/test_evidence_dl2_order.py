@@ -43,7 +43,7 @@ def test_an_episode_behind_srtf_is_played_and_scored_to_the_end() -> None:
 
 
 @pytest.mark.slow
-def test_quick_run_writes_both_orderings_beside_the_two_profiles(tmp_path: Path) -> None:
+def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path) -> None:
     out = tmp_path / "results.md"
     out.write_text("# Results\n\nkept as it was\n", encoding="utf-8")
     assert main(["--quick", "--out", str(out)]) == 0
@@ -51,9 +51,17 @@ def test_quick_run_writes_both_orderings_beside_the_two_profiles(tmp_path: Path)
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nkept as it was\n")
     body = sections(text)["dl2-order"]
+    orderings: set[str | None] = set()
     for condition in CONDITIONS:
-        for row in ("DRF scaling", "Optimus scaling", "as requested", "DL2, RL"):
+        for row in ("DL2, RL", "DL2, warm-up only"):
             assert f"| {condition.label} | {row} |" in body
+        # The heuristics train nothing: shown once per ordering, with its first condition.
+        ordering = None if condition.ordering is None else condition.ordering.name
+        for row in ("DRF scaling", "Optimus scaling", "as requested"):
+            assert (f"| {condition.label} | {row} |" in body) is (ordering not in orderings)
+        orderings.add(ordering)
     assert "| as served | `drf` profile |" in body
     assert "| as served | `optimus` profile |" in body
     assert "* **DL2 behind SRTF.**" in body
+    assert "* **DL2 behind SRTF, imitating Optimus scaling.**" in body
+    assert "against its teacher (Optimus scaling)" in body

@@ -15,7 +15,9 @@ One update:
    seed) for a :class:`simulator.sweep.Runner`: in this process by default, or on
    local processes or a Ray cluster, as `arbiter sweep` runs its grids.
 2. **Returns.** A round's reward is the normalised progress of all jobs until the
-   next round (§4.1). Every inference of a round gets that round's return, the
+   next round (§4.1), or with `reward="time-in-system"` minus the hours the jobs
+   spend in the system until then (ours: the rewards then sum to minus the jobs'
+   summed JCT). Every inference of a round gets that round's return, the
    rewards from it on discounted by simulated time (`horizon_s`). The paper
    discounts per fixed time slot; here rounds are events of varying length.
 3. **Advantages.** Return minus the critic's value of the state, normalised.
@@ -55,7 +57,7 @@ from policies.learned.dl2.network import Dl2Model, masked_logits
 from simulator.sweep import InProcess, Runner
 from training.dl2.episodes import EpisodeSpec
 from training.dl2.evaluation import score
-from training.dl2.rollout import Episode, discounted_returns, play_episode
+from training.dl2.rollout import REWARDS, Episode, Reward, discounted_returns, play_episode
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,12 @@ class PpoArgs:
     """As the served policy's parameter: running jobs start from what they hold."""
     validate_every: int = 5
     """With validation episodes: score the greedy policy every this many updates."""
+    reward: Reward = "progress"
+    """What a round's reward measures (:data:`training.dl2.rollout.REWARDS`)."""
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward {self.reward!r}: expected one of {', '.join(REWARDS)}")
 
 
 class ValueNetwork(nn.Module):
@@ -153,13 +161,16 @@ class Rollout:
     seed: tuple[int, ...]
     """The episode's own sampler: (training seed, update, index in the update)."""
     keep_running: bool = True
+    reward: Reward = "progress"
 
 
 def play_rollout(task: Rollout) -> Episode:
     """Play one :class:`Rollout` (a top-level function: runners pickle it by name)."""
     model = Dl2Model.from_bytes(task.weights)
     sampler = np.random.default_rng(task.seed)
-    return play_episode(task.spec, model, sampler, keep_running=task.keep_running)
+    return play_episode(
+        task.spec, model, sampler, keep_running=task.keep_running, reward=task.reward
+    )
 
 
 def train_ppo(
@@ -206,7 +217,9 @@ def train_ppo(
             played = run.map(
                 play_rollout,
                 [
-                    Rollout(spec, weights, (args.seed, update, index), args.keep_running)
+                    Rollout(
+                        spec, weights, (args.seed, update, index), args.keep_running, args.reward
+                    )
                     for index, spec in enumerate(chosen)
                 ],
             )

@@ -4,9 +4,11 @@ The simulator stands in for the cluster (Peng et al., 2019, §4.3 trains DL2
 online on the live cluster; a simulator gives the same interface without one).
 Each round, the engine runs the `dl2` profile exactly as it serves, except that
 its scaling stage samples from the policy instead of taking the most likely
-action, and records every inference. The reward of a round is the paper's: the
-progress every job made until the next round, each as a fraction of its total
-work, summed (§4.1). A job absent from the next snapshot finished.
+action, and records every inference. The reward of a round is the paper's by
+default: the progress every job made until the next round, each as a fraction of its
+total work, summed (§4.1). A job absent from the next snapshot finished. The other
+reward, `time-in-system`, is the jobs' summed JCT itself, spread over the rounds
+(:func:`time_in_system_rewards`).
 
 The policy's round loop is :func:`policies.learned.dl2.features.play`, the very
 one the served policy runs; only the chooser differs.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, cast
+from typing import ClassVar, Literal, cast
 
 import numpy as np
 
@@ -29,8 +31,13 @@ from policies.profiles import PolicyChoice, Profile
 from policies.protocols import Context, ScalingPolicy
 from policies.registry import Registry, build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
-from simulator.metrics import SimulationResult
+from simulator.metrics import JobRecord, SimulationResult
 from training.dl2.episodes import EpisodeSpec, dl2_profile
+
+Reward = Literal["progress", "time-in-system"]
+"""What a round's reward measures: the paper's summed progress, or the time the jobs
+spend in the system (:func:`time_in_system_rewards`)."""
+REWARDS: tuple[Reward, ...] = ("progress", "time-in-system")
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,8 @@ class Episode:
     spec: EpisodeSpec
     steps: list[Step] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
-    """One per round: summed normalised progress until the next round."""
+    """One per round, until the next round (or the episode's end): the summed normalised
+    progress, or minus the jobs' hours in the system (the episode's `reward`)."""
     times: list[float] = field(default_factory=list)
     """The clock at each round."""
     result: SimulationResult | None = None
@@ -125,6 +133,33 @@ def progress_reward(before: Snapshot, after: Snapshot | None) -> float:
     return total
 
 
+def time_in_system_rewards(
+    times: Sequence[float], jobs: Sequence[JobRecord], end_s: float
+) -> list[float]:
+    """Per round, minus the hours the episode's jobs spent in the system from that round
+    to the next (the last round: to `end_s`).
+
+    Ours, not the paper's. The jobs' summed JCT is the integral over time of how many
+    jobs are in the system (submitted, not finished), so these rewards sum to minus the
+    jobs' summed JCT in hours, and a policy that maximises them minimises the mean JCT
+    itself (the quantity DL2 is judged on), where the paper's progress reward counts a
+    fraction of a long job's work as much as the same fraction of a short one's. Worked
+    out from each job's submission and completion once the episode is over, because
+    the simulator skips rounds in which nothing could change: a job may arrive or
+    finish between two rounds. A job that never finished counts until `end_s`.
+    """
+    if not times:
+        return []
+    bounds = np.append(np.asarray(times, dtype=np.float64), max(end_s, times[-1]))
+    submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
+    finish = np.array([end_s if j.finish_s is None else j.finish_s for j in jobs], dtype=np.float64)
+    # Each job's overlap with each round's interval: a (round, job) table.
+    starts = np.maximum(bounds[:-1, None], submit[None, :])
+    stops = np.minimum(bounds[1:, None], finish[None, :])
+    hours = np.clip(stops - starts, 0.0, None).sum(axis=1) / 3600.0
+    return [-float(h) for h in hours]
+
+
 def play_episode(
     spec: EpisodeSpec,
     model: Dl2Model,
@@ -132,6 +167,7 @@ def play_episode(
     *,
     registry: Registry | None = None,
     keep_running: bool = True,
+    reward: Reward = "progress",
 ) -> Episode:
     """Run one episode with the policy sampling from `rng`; rewards and steps per round."""
     scaling = SampledDl2Scaling(model, rng, keep_running=keep_running)
@@ -144,12 +180,16 @@ def play_episode(
             snapshot, seed=sim.round_seed(), decision_id=f"train-{scaling.round}", explain=False
         )
         following, _ = sim.step(decision)
-        episode.rewards.append(progress_reward(snapshot, following))
+        if reward == "progress":
+            episode.rewards.append(progress_reward(snapshot, following))
         episode.times.append(snapshot.now)
         scaling.round += 1
         snapshot = following
     episode.steps = scaling.steps
     episode.result = sim.result()
+    if reward == "time-in-system":
+        # After the last round the clock stands at the episode's last event.
+        episode.rewards = time_in_system_rewards(episode.times, episode.result.jobs, sim.now)
     return episode
 
 
