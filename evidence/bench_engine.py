@@ -13,8 +13,10 @@ pipeline built once (`Pipeline.build`), a few warm-up decisions are made, then
 `Pipeline.run` is timed `--iterations` times (default 30, at least 5). Stateful
 profiles (`oasis`, `tiresias`) get an empty state every time (`state=None`), so every
 iteration does the same work and the profiles compare. Also measured: decoding the
-snapshot (`decode_snapshot` on the raw bytes) and encoding the decision
-(`policies.model.encode`, as the service answers).
+snapshot (`decode_snapshot` on the raw bytes), its semantic check
+(`snapshot_problems`: ids, bounds, every placed GPU, as the service checks every
+snapshot it is sent) and encoding the decision (`policies.model.encode`, as the
+service answers).
 
 `--widen N` adds, for each snapshot, a variant (`<name>-wide`) in which every N-th
 waiting job accepts a wide range of worker counts (up to 4,096, as a caller may send:
@@ -90,6 +92,7 @@ class Cell:
     run_ms: list[list[float]] = field(default_factory=list)  # one list per round
     encode_ms: list[float] = field(default_factory=list)
     decode_ms: list[float] = field(default_factory=list)  # of the snapshot, shared by profiles
+    check_ms: list[float] = field(default_factory=list)  # its semantic check, likewise
 
     @property
     def p50_ms(self) -> float:
@@ -122,6 +125,7 @@ class Core:
     build_registry: Callable[[], Any]
     decode_snapshot: Callable[[bytes], Any]
     encode: Callable[[Any], bytes]
+    check_snapshot: Callable[[Any], object]
 
 
 def _load_policies_from(checkout: Path) -> None:
@@ -164,6 +168,7 @@ def load_core(checkout: Path | None) -> Core:
         decode_snapshot=getattr(model, "decode_snapshot", None)
         or model.Snapshot.model_validate_json,
         encode=encode or (lambda decision: decision.model_dump_json().encode()),
+        check_snapshot=model.snapshot_problems,
     )
 
 
@@ -209,14 +214,16 @@ def target_status(profile: str, snapshot: str, p50_ms: float) -> tuple[str, str]
 
 TABLE_HEADER = (
     "| profile | snapshot | runs | p50 ms | p90 ms | min ms | p50 per round ms "
-    "| decode p50 ms | encode p50 ms | in-process total ms | target | status |",
-    "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|",
+    "| decode p50 ms | check p50 ms | encode p50 ms | in-process total ms | target | status |",
+    "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|",
 )
 
 
 def format_row(cell: Cell) -> str:
-    """One Markdown table row; the total is decode + run + encode (p50 each)."""
+    """One Markdown table row; the total is decode + check + run + encode (p50 each), what
+    the service does for a decision besides HTTP and the log."""
     decode = statistics.median(cell.decode_ms)
+    check = statistics.median(cell.check_ms)
     encode = statistics.median(cell.encode_ms)
     rounds = cell.round_p50s_ms
     per_round = (
@@ -225,8 +232,8 @@ def format_row(cell: Cell) -> str:
     target, verdict = target_status(cell.profile, cell.snapshot, cell.p50_ms)
     return (
         f"| {cell.profile} | {cell.snapshot} | {cell.iterations} | {cell.p50_ms:.2f} | "
-        f"{cell.p90_ms:.2f} | {cell.min_ms:.2f} | {per_round} | {decode:.2f} | {encode:.2f} | "
-        f"{decode + cell.p50_ms + encode:.2f} | {target} | {verdict} |"
+        f"{cell.p90_ms:.2f} | {cell.min_ms:.2f} | {per_round} | {decode:.2f} | {check:.2f} | "
+        f"{encode:.2f} | {decode + check + cell.p50_ms + encode:.2f} | {target} | {verdict} |"
     )
 
 
@@ -297,8 +304,10 @@ def measure(
         for name, raw in raws.items():
             gc.collect()
             decode_ms = time_ms(partial(decode_snapshot, raw), iterations)
+            check_ms = time_ms(partial(core().check_snapshot, decoded[name]), iterations)
             for profile in profiles:
                 cells[(profile, name)].decode_ms.extend(decode_ms)
+                cells[(profile, name)].check_ms.extend(check_ms)
         for profile in profiles:
             pipeline = pipelines[profile]
             for name, snapshot in decoded.items():

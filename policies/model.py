@@ -35,6 +35,9 @@ MAX_WORKER_COUNTS = 4_096
 of a million counts in a request of a few bytes held a decision for seconds per job.
 4,096 counts is every count of a job that grows to 4,096 workers one at a time."""
 
+MAX_NODE_GPUS = 64
+"""The most GPUs a node may have (a DGX-class server has 8 or 16)."""
+
 
 class Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of every domain model: immutable, strict about unknown keys.
@@ -86,7 +89,9 @@ class Topology(Frozen, frozen=True):
 class Node(Frozen, frozen=True):
     id: Annotated[str, Meta(min_length=1, description="Unique node id.")]
     gpu_type: Annotated[str, Meta(min_length=1, examples=["V100"], description="GPU model.")]
-    gpus: Annotated[int, Meta(ge=0, le=64, description="GPU count; GPU indices are 0..gpus-1.")]
+    gpus: Annotated[
+        int, Meta(ge=0, le=MAX_NODE_GPUS, description="GPU count; GPU indices are 0..gpus-1.")
+    ]
     gpu_memory_gb: Annotated[float, Meta(gt=0, description="Memory of each GPU, GB.")] = 16.0
     cpus: Annotated[int, Meta(ge=0, description="CPU cores.")] = 32
     memory_gb: Annotated[float, Meta(ge=0, description="Host memory, GB.")] = 256.0
@@ -496,6 +501,32 @@ def snapshot_problems(snapshot: Snapshot) -> list[Problem]:
     return list(_problems(snapshot))
 
 
+def _index_bits(indices: tuple[int, ...]) -> int:
+    """The GPU indices as the bits of an int; -1 when one is negative, past any node's
+    last GPU (no int of a caller's billion bits is built) or repeats: such a placement is
+    walked GPU by GPU, which says what is wrong."""
+    bits = 0
+    for gpu in indices:
+        if not 0 <= gpu < MAX_NODE_GPUS or bits >> gpu & 1:
+            return -1
+        bits |= 1 << gpu
+    return bits
+
+
+def _holders_before(s: Snapshot, job: int, assignment: int) -> dict[str, dict[int, str]]:
+    """Who holds each GPU of each node, by the placements before `s.jobs[job]`'s
+    `assignment`-th, all of which were found in range and free (see `_problems`)."""
+    holders: dict[str, dict[int, str]] = {}
+    nodes_by_id = s.nodes_by_id
+    for i, held in enumerate(s.jobs[: job + 1]):
+        for a in held.placement if i < job else held.placement[:assignment]:
+            if a.node_id in nodes_by_id:
+                on_node = holders.setdefault(a.node_id, {})
+                for gpu in a.gpu_indices:
+                    on_node[gpu] = held.id
+    return holders
+
+
 def _problems(s: Snapshot) -> Iterator[Problem]:
     seen_nodes: set[str] = set()
     for i, node in enumerate(s.nodes):
@@ -514,14 +545,28 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
         seen_tenants.add(tenant.id)
 
     seen_jobs: set[str] = set()
-    # Who holds each GPU, node by node. Paths are formatted only for a problem: this
-    # walk runs on every snapshot the service is sent, over every placed GPU.
-    owner: dict[str, dict[int, str]] = {}
+    # Who holds each GPU, node by node. This walk runs on every snapshot the service is
+    # sent, over every placement, so nodes are first checked a placement at a time: the
+    # GPUs held on each as the bits of an int, and a placement that is in range, repeats
+    # no index and takes only free bits is added with one `|`. Paths are formatted only
+    # for a problem. The first placement that fails this turns the walk GPU by GPU for
+    # the rest of the snapshot (`holders`, who holds each GPU, worked out once from the
+    # placements before it), which finds the problems and the jobs to name in them.
+    held_bits: dict[str, int] = {}
+    bits_of: dict[tuple[int, ...], int] = {}
+    holders: dict[str, dict[int, str]] | None = None
     nodes_by_id = s.nodes_by_id
     running = JobState.RUNNING
+    power_of_two, linear = ScalingRule.POWER_OF_TWO, ScalingRule.LINEAR
     for i, job in enumerate(s.jobs):
         job_id, workers, gpw, placement = job.id, job.workers, job.gpus_per_worker, job.placement
-        lo, hi = job.lo, job.hi
+        # `job.lo` and `job.hi`, without two property calls per job.
+        lo = job.min_workers
+        if lo is None:
+            lo = workers
+        hi = job.max_workers
+        if hi is None:
+            hi = workers
         if job_id in seen_jobs:
             yield Problem(path=f"jobs[{i}].id", message=f"duplicate job id {job_id!r}")
         seen_jobs.add(job_id)
@@ -537,7 +582,8 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
             )
         # A range narrower than the limit holds few enough counts whatever its step: this
         # walk runs over every job of every snapshot sent, so only wide ones are counted.
-        if hi - lo >= MAX_WORKER_COUNTS and job.scaling_rule is ScalingRule.LINEAR:
+        rule = job.scaling_rule
+        if hi - lo >= MAX_WORKER_COUNTS and rule is linear:
             accepted = (hi - lo) // job.worker_step + 1
             if accepted > MAX_WORKER_COUNTS:
                 yield Problem(
@@ -553,7 +599,7 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                 path=f"jobs[{i}].max_ps", message=f"max_ps {job.max_ps} is below ps {job.ps}"
             )
         if (
-            job.scaling_rule is ScalingRule.POWER_OF_TWO
+            rule is power_of_two
             and lo <= hi
             and not any(lo <= (1 << k) <= hi for k in range(hi.bit_length()))
         ):
@@ -562,15 +608,21 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                 message=f"no power of two lies within [{lo}, {hi}]",
             )
         is_running = job.state is running
-        if is_running and not placement:
-            yield Problem(path=f"jobs[{i}].placement", message="a running job needs a placement")
         if not placement:
+            if is_running:
+                yield Problem(
+                    path=f"jobs[{i}].placement", message="a running job needs a placement"
+                )
             continue
         if not is_running:
             yield Problem(
                 path=f"jobs[{i}].placement", message=f"a {job.state.value} job cannot hold GPUs"
             )
-        placed = job.placed_gpus
+        placed = (
+            len(placement[0].gpu_indices)
+            if len(placement) == 1
+            else sum(len(a.gpu_indices) for a in placement)
+        )
         if placed % gpw:
             yield Problem(
                 path=f"jobs[{i}].placement",
@@ -590,24 +642,33 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                     message=f"unknown node {assignment.node_id!r}",
                 )
                 continue
-            holders = owner.get(on.id)
+            node_id, gpus = on.id, on.gpus
             if holders is None:
-                holders = owner[on.id] = {}
-            gpus = on.gpus
+                bits = bits_of.get(indices)
+                if bits is None:
+                    bits = bits_of[indices] = _index_bits(indices)
+                held = held_bits.get(node_id, 0)
+                if 0 <= bits < 1 << gpus and not held & bits:
+                    held_bits[node_id] = held | bits
+                    continue
+                holders = _holders_before(s, i, k)
+            on_node = holders.get(node_id)
+            if on_node is None:
+                on_node = holders[node_id] = {}
             for g, gpu in enumerate(indices):
                 if not 0 <= gpu < gpus:
                     yield Problem(
                         path=f"jobs[{i}].placement[{k}].gpu_indices[{g}]",
-                        message=f"node {on.id!r} has GPUs 0..{gpus - 1}, not {gpu}",
+                        message=f"node {node_id!r} has GPUs 0..{gpus - 1}, not {gpu}",
                     )
                     continue
-                holder = holders.get(gpu)
+                holder = on_node.get(gpu)
                 if holder is not None:
                     yield Problem(
                         path=f"jobs[{i}].placement[{k}].gpu_indices[{g}]",
-                        message=f"GPU {gpu} of node {on.id!r} is already used by job {holder!r}",
+                        message=f"GPU {gpu} of node {node_id!r} is already used by job {holder!r}",
                     )
-                holders[gpu] = job_id
+                on_node[gpu] = job_id
 
     seen_requests: set[str] = set()
     for i, request in enumerate(s.inference.requests):

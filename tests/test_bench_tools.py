@@ -54,6 +54,7 @@ def _cell(profile: str, snapshot: str, *rounds: list[float]) -> Cell:
         run_ms=[list(r) for r in rounds],
         encode_ms=[0.5, 0.5],
         decode_ms=[2.0, 2.0],
+        check_ms=[1.0, 1.0],
     )
 
 
@@ -61,7 +62,8 @@ def test_format_row_marks_a_target_met_at_the_limit() -> None:
     row = format_row(_cell("fifo", "large", [8.0, 9.0, 10.0, 11.0, 12.0]))
     columns = [c.strip() for c in row.strip("|").split("|")]
     assert columns[:6] == ["fifo", "large", "5", "10.00", "11.60", "8.00"]
-    assert columns[-3:] == ["12.50", "≤ 10 ms", "met"]
+    # Decode, check, encode, and their total with the decision's 10 ms.
+    assert columns[-6:] == ["2.00", "1.00", "0.50", "13.50", "≤ 10 ms", "met"]
 
 
 def test_format_row_marks_a_target_not_met() -> None:
