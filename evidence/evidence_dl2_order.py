@@ -29,12 +29,14 @@ on the held-out windows:
   summed JCT, the quantity judged) instead of the paper's summed progress;
 * **SRTF, imitating Optimus scaling**: the warm-up starts from the stronger heuristic
   (the one the target is set against) instead of DRF scaling;
+* **the same with ten times the budget** (400 PPO updates of 4 episodes);
 * **the same, rewarded by time in system**.
 
-The two profiles the targets name are scored on the same windows. Jobs, windows and
-budget are the shipped model's in every condition; the teacher is DRF scaling and the
-reward the paper's unless a condition says otherwise. The run is deterministic for its
-seeds on one machine (docs/dl2.md on torch's floating point across machines).
+The two profiles the targets name are scored on the same windows. Jobs and windows are
+the shipped model's in every condition; the budget is the shipped model's, the teacher
+DRF scaling and the reward the paper's unless a condition says otherwise. The run is
+deterministic for its seeds on one machine (docs/dl2.md on torch's floating point
+across machines).
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ CONDITIONS = (
         teacher="optimus",
     ),
     Condition(
+        "srtf-optimus-10x",
+        "SRTF; warm-up imitates Optimus scaling; 10× budget (400 × 4 episodes)",
+        400,
+        4,
+        20,
+        ordering=SRTF,
+        teacher="optimus",
+    ),
+    Condition(
         "srtf-optimus-time",
         "SRTF; warm-up imitates Optimus scaling; reward: time in system",
         80,
@@ -104,6 +115,7 @@ SHORT = {
     "srtf": "SRTF",
     "fifo-backfill-time": "FIFO with backfill, rewarded by time in system",
     "srtf-optimus": "SRTF, imitating Optimus scaling",
+    "srtf-optimus-10x": "SRTF, imitating Optimus scaling, with a 10× budget",
     "srtf-optimus-time": "SRTF, imitating Optimus scaling, rewarded by time in system",
 }
 """Each condition as the reading names it."""
@@ -210,7 +222,8 @@ def render(results: Results) -> str:
         "one ordering, only the scaling stage differing within it; DL2 is trained from "
         "scratch behind that ordering, as `train_dl2.py` trains the shipped model (imitating "
         "DRF scaling, then PPO rewarded by the paper's summed progress, 80 updates × 2 "
-        "episodes; a group that names another teacher or reward differs in that alone), "
+        "episodes; a group that names another teacher, reward or budget differs in that "
+        "alone), "
         f"with seeds "
         f"{', '.join(str(s) for s in results.seeds)}: its rows give mean ± SD over seeds. "
         "Mean over windows of each window's average JCT; a change within its spread is a tie. "
