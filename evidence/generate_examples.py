@@ -690,6 +690,18 @@ def snapshot_json(layout: Layout, nodes: list[NodeState], jobs: list[JobDraft]) 
     }
 
 
+def every_waiting_job(
+    snapshot: JsonObject, every: int
+) -> tuple[JsonObject, list[dict[str, JsonValue]]]:
+    """A copy of `snapshot`, and every `every`-th of its waiting jobs (in that copy, to be
+    changed in place), first one included."""
+    copied: JsonObject = json.loads(json.dumps(snapshot))
+    jobs = copied["jobs"]
+    assert isinstance(jobs, list)
+    waiting = [j for j in jobs if isinstance(j, dict) and j.get("state", "pending") == "pending"]
+    return copied, waiting[::every]
+
+
 WIDE_RANGES = ((1, 4096, 1), (2, 8190, 2), (1, 1000, 3))
 """(min_workers, max_workers, worker_step) that `widen_waiting_jobs` gives in turn; each
 holds at most 4,096 counts, the most a job may accept."""
@@ -704,11 +716,8 @@ def widen_waiting_jobs(snapshot: JsonObject, every: int) -> JsonObject:
     decide such a snapshot exactly, and in reasonable time. The golden set and
     `bench_engine --widen` use it.
     """
-    widened: JsonObject = json.loads(json.dumps(snapshot))
-    jobs = widened["jobs"]
-    assert isinstance(jobs, list)
-    waiting = [j for j in jobs if isinstance(j, dict) and j.get("state", "pending") == "pending"]
-    for turn, job in enumerate(waiting[::every]):
+    widened, chosen = every_waiting_job(snapshot, every)
+    for turn, job in enumerate(chosen):
         lo, hi, step = WIDE_RANGES[turn % len(WIDE_RANGES)]
         workers = job.get("workers", 1)
         assert isinstance(workers, int)
@@ -737,11 +746,8 @@ def wide_jobs_with_servers(snapshot: JsonObject, every: int) -> JsonObject:
     (its other sizing fields dropped): OASiS lays out each count's servers on what its
     workers leave, for thousands of counts. The golden set and `bench_engine
     --wide-servers` use it."""
-    changed: JsonObject = json.loads(json.dumps(snapshot))
-    jobs = changed["jobs"]
-    assert isinstance(jobs, list)
-    waiting = [j for j in jobs if isinstance(j, dict) and j.get("state", "pending") == "pending"]
-    for job in waiting[::every]:
+    changed, chosen = every_waiting_job(snapshot, every)
+    for job in chosen:
         job.update(WIDE_SERVER_JOB)
         for key in ("scaling_rule", "worker_step", "workers_per_ps"):
             job.pop(key, None)

@@ -416,10 +416,8 @@ class FreeCapacity:
         memory = self._mem[node_id] + sign * (workers * job.memory_gb_per_worker)
         self._cpus[node_id] = self._cpus_a[position] = cpus
         self._mem[node_id] = self._mem_a[position] = memory
-        if self._cpus_w is not None:
-            self._cpus_w = _kept_whole(self._cpus_w, position, cpus)
-        if self._mem_w is not None:
-            self._mem_w = _kept_whole(self._mem_w, position, memory)
+        self._cpus_w = _kept_whole(self._cpus_w, position, cpus)
+        self._mem_w = _kept_whole(self._mem_w, position, memory)
 
     def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
         """Count GPUs running jobs already hold, skipping nodes training may not use.
@@ -498,13 +496,11 @@ class FreeCapacity:
         for node_id, used in cpus.items():
             self._cpus[node_id] -= used
             cpus_a[order[node_id]] = left_cpus = self._cpus[node_id]
-            if self._cpus_w is not None:
-                self._cpus_w = _kept_whole(self._cpus_w, order[node_id], left_cpus)
+            self._cpus_w = _kept_whole(self._cpus_w, order[node_id], left_cpus)
         for node_id, used in mem.items():
             self._mem[node_id] -= used
             mem_a[order[node_id]] = left_mem = self._mem[node_id]
-            if self._mem_w is not None:
-                self._mem_w = _kept_whole(self._mem_w, order[node_id], left_mem)
+            self._mem_w = _kept_whole(self._mem_w, order[node_id], left_mem)
 
     def release(self, job: Job, assignments: Sequence[Assignment]) -> None:
         """Give back GPUs a job held (a preemption or a shrink)."""
@@ -708,11 +704,12 @@ def _whole(amounts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64] | None:
 
 
 def _kept_whole(
-    whole: npt.NDArray[np.int64], position: int, amount: float
+    whole: npt.NDArray[np.int64] | None, position: int, amount: float
 ) -> npt.NDArray[np.int64] | None:
-    """`whole` with `amount` at `position`, or None if `amount` is not a whole number that
-    an integer holds (the figures are then divided as floats from then on)."""
-    if float(amount).is_integer() and -(2**63) <= amount < 2**63:
+    """`whole` with `amount` at `position`, or None if there is no `whole` any more or
+    `amount` is not a whole number that an integer holds (the figures are then divided
+    as floats from then on)."""
+    if whole is not None and float(amount).is_integer() and -(2**63) <= amount < 2**63:
         whole[position] = int(amount)
         return whole
     return None

@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evidence.generate_examples import wide_jobs_with_servers, widen_waiting_jobs
+from evidence.generate_examples import (
+    every_waiting_job,
+    wide_jobs_with_servers,
+    widen_waiting_jobs,
+)
 from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.model import Snapshot, ThroughputObservation, to_builtins
@@ -260,8 +264,8 @@ def server_snapshot(name: str) -> Snapshot:
         return snapshot_from(wide_jobs_with_servers(data, SERVER_JOBS_EVERY))
     if name != "small":
         raise ValueError(f"no server snapshot named {name!r}")
-    waiting = [j for j in data["jobs"] if j.get("state", "pending") == "pending"]
-    for job in waiting[::SERVER_JOBS_EVERY]:
+    data, chosen = every_waiting_job(data, SERVER_JOBS_EVERY)
+    for job in chosen:
         job.update(
             workers=1, min_workers=1, max_workers=4096, ps=2, workers_per_ps=0.01, ps_cpus=1.0
         )
