@@ -93,6 +93,9 @@ class Condition:
     """The scaling policy DL2's warm-up imitates."""
     reward: Reward = "progress"
     """What PPO's reward measures (:data:`training.dl2.rollout.REWARDS`)."""
+    estimate_error: float = 0.0
+    """Sigma of the log-normal error on the jobs' duration estimates (0: exact), in
+    training and in judging alike (:attr:`EpisodeSpec.estimate_error`)."""
 
     @property
     def episodes(self) -> int:
@@ -108,6 +111,7 @@ class Condition:
                 ps_fraction=self.ps_fraction,
                 restarts=self.restarts,
                 ordering=self.ordering,
+                estimate_error=self.estimate_error,
             )
             for e in episodes
         ]

@@ -42,6 +42,7 @@ across machines).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import statistics
 from collections.abc import Sequence
@@ -70,6 +71,10 @@ TASKS = "trainings and scorings"
 SECTION = "dl2-order"
 SRTF = PolicyChoice(name="srtf")
 TIME: Reward = "time-in-system"
+ESTIMATE_ERROR = 1.0
+"""Sigma of the log-normal error on duration estimates in the condition that has one: one
+standard deviation is a factor of e (2.7) either way (ours: the `optimus` profile reads
+the recorded durations exactly, which no live scheduler can)."""
 CONDITIONS = (
     Condition("fifo-backfill", "FIFO with backfill (the `dl2` profile as shipped)", 80, 2, 5),
     Condition("srtf", "SRTF (the `optimus` profile's ordering)", 80, 2, 5, ordering=SRTF),
@@ -109,6 +114,26 @@ CONDITIONS = (
         teacher="optimus",
         reward=TIME,
     ),
+    Condition(
+        "srtf-as-requested",
+        "SRTF; warm-up imitates as-requested scaling",
+        80,
+        2,
+        5,
+        ordering=SRTF,
+        teacher="as_requested",
+    ),
+    Condition(
+        "srtf-optimus-estimates",
+        f"SRTF; warm-up imitates Optimus scaling; estimates off by a log-normal factor "
+        f"(σ {ESTIMATE_ERROR:g})",
+        80,
+        2,
+        5,
+        ordering=SRTF,
+        teacher="optimus",
+        estimate_error=ESTIMATE_ERROR,
+    ),
 )
 SHORT = {
     "fifo-backfill": "FIFO with backfill",
@@ -117,6 +142,8 @@ SHORT = {
     "srtf-optimus": "SRTF, imitating Optimus scaling",
     "srtf-optimus-10x": "SRTF, imitating Optimus scaling, with a 10× budget",
     "srtf-optimus-time": "SRTF, imitating Optimus scaling, rewarded by time in system",
+    "srtf-as-requested": "SRTF, imitating as-requested scaling",
+    "srtf-optimus-estimates": "SRTF, imitating Optimus scaling, with estimates off",
 }
 """Each condition as the reading names it."""
 HEURISTICS = ("drf", "optimus", "as_requested")
@@ -150,8 +177,9 @@ class Group:
 @dataclass(frozen=True)
 class Results:
     groups: tuple[Group, ...]
-    profiles: dict[str, Contender]
-    """The profiles the targets name, as served: `drf` and `optimus`."""
+    profiles: dict[float, dict[str, Contender]]
+    """The profiles the targets name, as served (`drf` and `optimus`), by the estimates'
+    error they were scored with: 0 (exact), and each condition's."""
     windows: Windows
     seeds: tuple[int, ...]
     wall_s: float
@@ -174,12 +202,19 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
         rows.append(Contender("DL2, RL", tuple(o.windows["rl"] for o in trained)))
         rows.append(Contender("DL2, warm-up only", tuple(o.windows["warm"] for o in trained)))
         groups.append(Group(condition, tuple(rows)))
+    profiles = {}
     with one_thread():
-        profiles = {
-            p: Contender(f"`{p}` profile", (score(p, plan.windows.held_out).episodes,))
-            for p in PROFILES
-        }
+        for error in sorted({0.0, *(c.estimate_error for c in plan.conditions)}):
+            held_out = [dataclasses.replace(w, estimate_error=error) for w in plan.windows.held_out]
+            profiles[error] = {
+                p: Contender(f"`{p}` profile", (score(p, held_out).episodes,)) for p in PROFILES
+            }
     return Results(tuple(groups), profiles, plan.windows, plan.seeds, watch.wall_s)
+
+
+def _served(results: Results, group: Group) -> dict[str, Contender]:
+    """The profiles as served on the group's windows: with its estimates."""
+    return results.profiles[group.condition.estimate_error]
 
 
 def _changes(row: Contender, reference: Contender) -> list[float]:
@@ -209,7 +244,6 @@ def _finished(values: Sequence[int]) -> str:
 
 
 def render(results: Results) -> str:
-    drf, optimus = results.profiles["drf"], results.profiles["optimus"]
     lines = [
         "## DL2 behind another ordering, teacher or reward: where the room is",
         "",
@@ -227,15 +261,19 @@ def render(results: Results) -> str:
         f"with seeds "
         f"{', '.join(str(s) for s in results.seeds)}: its rows give mean ± SD over seeds. "
         "Mean over windows of each window's average JCT; a change within its spread is a tie. "
-        "The last two rows are the profiles the targets name, as served.",
+        "The rows *as served* are the profiles the targets name; a group whose estimates are "
+        "off is compared with them scored with the same estimates.",
         "",
         "| ordering | contender | jobs finished | mean JCT (s) | vs `drf` profile "
         "| vs `optimus` profile | per window vs `drf` |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    rows = [(g.condition.label, row) for g, row in _shown(results)]
-    rows += [("as served", row) for row in results.profiles.values()]
-    for label, row in rows:
+    rows = [(g.condition.label, row, _served(results, g)) for g, row in _shown(results)]
+    for error, served in results.profiles.items():
+        label = "as served" + (f", estimates off (σ {error:g})" if error else "")
+        rows += [(label, row, served) for row in served.values()]
+    for label, row, served in rows:
+        drf, optimus = served["drf"], served["optimus"]
         lines.append(
             f"| {label} | {row.name} | {_finished(row.finished)} | "
             f"{statistics.fmean(row.means):,.0f} | {_against(row, drf)} | "
@@ -248,11 +286,11 @@ def render(results: Results) -> str:
 def _shown(results: Results) -> list[tuple[Group, Contender]]:
     """Each group's rows, less the heuristics of an ordering an earlier group showed:
     they do not train, so behind the same ordering they are the same figures."""
-    seen: set[str | None] = set()
+    seen: set[tuple[str | None, float]] = set()
     shown = []
     for group in results.groups:
         ordering = group.condition.ordering
-        key = None if ordering is None else ordering.name
+        key = (None if ordering is None else ordering.name, group.condition.estimate_error)
         for row in group.rows:
             if key in seen and row.name in NAMES.values():
                 continue
@@ -269,7 +307,7 @@ def _reading(results: Results) -> list[str]:
     """What the table says, every figure read off it."""
     by_key = {g.condition.key: g for g in results.groups}
     fifo, srtf = by_key["fifo-backfill"], by_key["srtf"]
-    drf = results.profiles["drf"]
+    drf = results.profiles[0.0]["drf"]
     lines = ["**Reading.**", ""]
     moves = {
         name: [pct(_changes(_row(g, NAMES[name]), drf)[0]) for g in (fifo, srtf)]
@@ -284,7 +322,7 @@ def _reading(results: Results) -> list[str]:
     for group in results.groups:
         rl = _row(group, "DL2, RL")
         targets = []
-        for name, reference in results.profiles.items():
+        for name, reference in _served(results, group).items():
             met = sum(c <= -TARGET_CUT[name] for c in _changes(rl, reference))
             targets.append(
                 f"the `{name}` profile {_against(rl, reference)} (target "
@@ -303,6 +341,7 @@ def _reading(results: Results) -> list[str]:
             )
             + f", and RL against its warm-up {_paired(rl, _row(group, 'DL2, warm-up only'))}."
         )
+    lines += _estimates(results)
     most = max(n for g in results.groups for row in g.rows for n in row.finished)
     fewer = [
         f"{row.name} behind {SHORT[group.condition.key]}"
@@ -316,6 +355,22 @@ def _reading(results: Results) -> list[str]:
             "fits only below its request): not comparable on its own."
         )
     return lines
+
+
+def _estimates(results: Results) -> list[str]:
+    """What estimates that are off do to the profiles (read off the table)."""
+    exact = results.profiles[0.0]
+    said = []
+    for error, served in results.profiles.items():
+        if not error:
+            continue
+        moves = [f"the `{name}` profile {_against(served[name], exact[name])}" for name in PROFILES]
+        said.append(
+            f"* **Estimates off by a log-normal factor (σ {error:g}).** Against the same "
+            f"profiles with exact estimates: {', '.join(moves)}. FIFO and DRF scaling read no "
+            "estimate; SRTF orders by it and Optimus scaling weighs remaining time with it."
+        )
+    return said
 
 
 def _paired(ours: Contender, theirs: Contender) -> str:

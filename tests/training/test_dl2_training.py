@@ -342,3 +342,16 @@ def test_episode_specs_cut_windows_and_scale_the_cluster(episode: EpisodeSpec) -
     half = EpisodeSpec(trace=episode.trace, cluster=episode.cluster, cluster_fraction=0.5)
     assert half.cluster_spec().training_gpus() == 4
     assert Path(episode.trace).exists()
+
+
+def test_an_episodes_estimate_error_moves_the_estimates_and_nothing_else(
+    episode: EpisodeSpec,
+) -> None:
+    exact = episode.job_specs()
+    off = dataclasses.replace(episode, estimate_error=1.0).job_specs()
+
+    assert [j.estimate_s for j in exact] == [j.duration_s for j in exact]
+    assert all(a.estimate_s != b.estimate_s for a, b in zip(exact, off, strict=True))
+    assert [dataclasses.replace(j, estimate_s=0.0) for j in off] == [
+        dataclasses.replace(j, estimate_s=0.0) for j in exact
+    ]

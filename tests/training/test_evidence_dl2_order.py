@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evidence.evidence_dl2_gap import Windows
-from evidence.evidence_dl2_order import CONDITIONS, SRTF, main
+from evidence.evidence_dl2_order import CONDITIONS, ESTIMATE_ERROR, SRTF, main
 from evidence.results_sections import sections
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
@@ -51,17 +51,24 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nkept as it was\n")
     body = sections(text)["dl2-order"]
-    orderings: set[str | None] = set()
+    settings: set[tuple[str | None, float]] = set()
     for condition in CONDITIONS:
         for row in ("DL2, RL", "DL2, warm-up only"):
             assert f"| {condition.label} | {row} |" in body
-        # The heuristics train nothing: shown once per ordering, with its first condition.
+        # The heuristics train nothing: shown once per ordering and estimates, with the
+        # first condition that has them.
         ordering = None if condition.ordering is None else condition.ordering.name
+        setting = (ordering, condition.estimate_error)
         for row in ("DRF scaling", "Optimus scaling", "as requested"):
-            assert (f"| {condition.label} | {row} |" in body) is (ordering not in orderings)
-        orderings.add(ordering)
-    assert "| as served | `drf` profile |" in body
-    assert "| as served | `optimus` profile |" in body
+            assert (f"| {condition.label} | {row} |" in body) is (setting not in settings)
+        settings.add(setting)
+    for served in ("as served", f"as served, estimates off (σ {ESTIMATE_ERROR:g})"):
+        assert f"| {served} | `drf` profile |" in body
+        assert f"| {served} | `optimus` profile |" in body
+    # FIFO with DRF scaling reads no estimate: its profile is the same with them off.
+    assert f"* **Estimates off by a log-normal factor (σ {ESTIMATE_ERROR:g}).**" in body
+    assert "the `drf` profile +0.0 %" in body
     assert "* **DL2 behind SRTF.**" in body
     assert "* **DL2 behind SRTF, imitating Optimus scaling.**" in body
     assert "against its teacher (Optimus scaling)" in body
+    assert "against its teacher (as requested)" in body

@@ -56,6 +56,9 @@ class EpisodeSpec:
     ps_fraction: float = 0.3
     model_mix: str = "all"
     """Model families drawn for the jobs (:class:`simulator.workload.WorkloadOptions`)."""
+    estimate_error: float = 0.0
+    """Sigma of the log-normal error on the jobs' duration estimates
+    (:class:`simulator.workload.WorkloadOptions`); 0: the recorded durations, exactly."""
     seed: int = 0
     """Fills the workload options and draws the machines' speed variation."""
     restarts: bool = True
@@ -112,6 +115,7 @@ class EpisodeSpec:
             elastic_fraction=self.elastic_fraction,
             ps_fraction=self.ps_fraction,
             model_mix=self.model_mix,
+            estimate_error=self.estimate_error,
         )
         return make_jobs(window, options, seed=self.seed)
 
