@@ -167,6 +167,11 @@ class Contender:
     def finished(self) -> list[int]:
         return [sum(e.jobs_completed for e in run) for run in self.runs]
 
+    @property
+    def preemptions(self) -> list[int]:
+        """Running jobs stopped to make room, over the windows, per run."""
+        return [sum(e.preemptions for e in run) for run in self.runs]
+
 
 @dataclass(frozen=True)
 class Group:
@@ -238,7 +243,7 @@ def _per_window(row: Contender, reference: Contender) -> str:
     return verdict([o.avg_jct_s / r.avg_jct_s - 1.0 for o, r in zip(ours, theirs, strict=True)])
 
 
-def _finished(values: Sequence[int]) -> str:
+def _span(values: Sequence[int]) -> str:
     low, high = min(values), max(values)
     return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
@@ -264,9 +269,9 @@ def render(results: Results) -> str:
         "The rows *as served* are the profiles the targets name; a group whose estimates are "
         "off is compared with them scored with the same estimates.",
         "",
-        "| ordering | contender | jobs finished | mean JCT (s) | vs `drf` profile "
-        "| vs `optimus` profile | per window vs `drf` |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| ordering | contender | jobs finished | preemptions | mean JCT (s) "
+        "| vs `drf` profile | vs `optimus` profile | per window vs `drf` |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     rows = [(g.condition.label, row, _served(results, g)) for g, row in _shown(results)]
     for error, served in results.profiles.items():
@@ -275,9 +280,9 @@ def render(results: Results) -> str:
     for label, row, served in rows:
         drf, optimus = served["drf"], served["optimus"]
         lines.append(
-            f"| {label} | {row.name} | {_finished(row.finished)} | "
-            f"{statistics.fmean(row.means):,.0f} | {_against(row, drf)} | "
-            f"{_against(row, optimus)} | {_per_window(row, drf)} |"
+            f"| {label} | {row.name} | {_span(row.finished)} | "
+            f"{_span(row.preemptions)} | {statistics.fmean(row.means):,.0f} | "
+            f"{_against(row, drf)} | {_against(row, optimus)} | {_per_window(row, drf)} |"
         )
     lines += ["", *_reading(results)]
     return "\n".join(lines) + "\n"
@@ -342,6 +347,7 @@ def _reading(results: Results) -> list[str]:
             + f", and RL against its warm-up {_paired(rl, _row(group, 'DL2, warm-up only'))}."
         )
     lines += _estimates(results)
+    lines += _preemptions(results)
     most = max(n for g in results.groups for row in g.rows for n in row.finished)
     fewer = [
         f"{row.name} behind {SHORT[group.condition.key]}"
@@ -371,6 +377,23 @@ def _estimates(results: Results) -> list[str]:
             "estimate; SRTF orders by it and Optimus scaling weighs remaining time with it."
         )
     return said
+
+
+def _preemptions(results: Results) -> list[str]:
+    """Why SRTF preempts behind one scaling policy and not another (read off the table)."""
+    optimus = results.profiles[0.0]["optimus"]
+    srtf = next(g for g in results.groups if g.condition.key == "srtf")
+    requested = _row(srtf, NAMES["as_requested"])
+    if max(optimus.preemptions) or not min(requested.preemptions):
+        return []
+    return [
+        "* **SRTF preempts only for a job that scaling gives workers.** The `optimus` profile "
+        "stops no running job on these windows, as requested behind the same ordering "
+        f"{_span(requested.preemptions)} times: Optimus scaling (and DRF scaling) gives a "
+        "waiting job no workers once the running jobs hold the cluster, and the ordering "
+        "stops a running job only to start one that has workers. As-requested scaling gives "
+        "every job its request, so SRTF's preemption runs."
+    ]
 
 
 def _paired(ours: Contender, theirs: Contender) -> str:

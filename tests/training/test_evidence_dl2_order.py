@@ -13,6 +13,7 @@ from evidence.evidence_dl2_order import CONDITIONS, ESTIMATE_ERROR, SRTF, main
 from evidence.results_sections import sections
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
+from training.dl2.episodes import held_out_episodes
 from training.dl2.evaluation import contender_pipeline, score
 from training.dl2.imitation import teacher_profile
 from training.dl2.rollout import dl2_pipeline, play_episode
@@ -72,3 +73,19 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
     assert "* **DL2 behind SRTF, imitating Optimus scaling.**" in body
     assert "against its teacher (Optimus scaling)" in body
     assert "against its teacher (as requested)" in body
+
+
+def test_an_episodes_score_counts_the_running_jobs_its_run_stopped() -> None:
+    # A held-out window whose first 30 jobs contend: SRTF stops running jobs for shorter ones.
+    behind = dataclasses.replace(held_out_episodes()[3], ordering=SRTF, jobs=30)
+    requested = teacher_profile("as_requested", ordering=SRTF)
+    pipeline = contender_pipeline(requested)
+
+    (scored,) = score(requested, [behind]).episodes
+    run = behind.simulation().run(
+        lambda snapshot, seed, decision_id: pipeline.decide(
+            snapshot, seed=seed, decision_id=decision_id, explain=False
+        )
+    )
+
+    assert scored.preemptions == run.metrics["preemptions"] > 0

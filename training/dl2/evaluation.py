@@ -41,6 +41,8 @@ class EpisodeScore:
     fallbacks: int
     avg_queue_s: float | None = None
     """Mean wait before a job first starts: how contended the episode was."""
+    preemptions: int = 0
+    """Times a running job was stopped to make room (the simulator's `preemptions`)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ def _score_episode(task: _Scoring) -> EpisodeScore:
         jobs_completed=int(metrics["jobs_completed"] or 0),
         fallbacks=fallbacks,
         avg_queue_s=float(queue) if queue is not None else None,
+        preemptions=int(metrics["preemptions"] or 0),
     )
 
 
