@@ -30,7 +30,14 @@ on the held-out windows:
 * **SRTF, imitating Optimus scaling**: the warm-up starts from the stronger heuristic
   (the one the target is set against) instead of DRF scaling;
 * **the same with ten times the budget** (400 PPO updates of 4 episodes);
-* **the same, rewarded by time in system**.
+* **the same, rewarded by time in system**;
+* **SRTF, imitating as-requested scaling**: the only heuristic whose episodes behind
+  SRTF preempt (it gives every job its request, so the ordering has a job with workers
+  to stop others for);
+* **SRTF, imitating Optimus scaling, with estimates off**: every job's duration
+  estimate off by a log-normal factor (:data:`ESTIMATE_ERROR`) in training and judging,
+  and the two profiles scored with the same estimates, since the `optimus` profile
+  otherwise reads the recorded durations exactly.
 
 The two profiles the targets name are scored on the same windows. Jobs and windows are
 the shipped model's in every condition; the budget is the shipped model's, the teacher

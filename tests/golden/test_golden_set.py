@@ -8,7 +8,8 @@ Exactly means every choice, count, placement, text and integer as recorded, and 
 float to twelve significant digits: NumPy sends `power`, `exp` and `log` to different
 SIMD code by CPU (with AVX-512 or without), whose results can differ in the last bit,
 so a price or a cost recorded on one machine may be one unit in the last place off on
-another. No decision of the set is that close to a tie.
+another. A choice such a difference flipped would still fail: choices, counts and
+texts are compared exactly.
 """
 
 from __future__ import annotations
