@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from evidence.evidence_dl2 import PAPER_CUT
 from evidence.runner import Stopwatch, machine, over_seeds, section_command
 from evidence.train_dl2 import warm_up
+from policies.common.pool import FloorParams
 from policies.learned.dl2.network import Dl2Model
 from policies.profiles import PolicyChoice
 from simulator.sweep_cli import runner_from_args
@@ -86,6 +87,9 @@ class Condition:
     restarts: bool = True
     keep_running: bool = True
     """False: DL2 and the baselines reallocate running jobs from their minimum each round."""
+    minimum_when_full: bool = False
+    """True: DL2 and the baselines give a waiting job its minimum even over a full pool,
+    so that a preemptive ordering can start it (:class:`FloorParams`)."""
     ordering: PolicyChoice | None = None
     """The ordering DL2 and the baselines play behind (None: the `dl2` profile's, FIFO
     with backfill); `evidence_dl2_order` sets it."""
@@ -96,6 +100,11 @@ class Condition:
     estimate_error: float = 0.0
     """Sigma of the log-normal error on the jobs' duration estimates (0: exact), in
     training and in judging alike (:attr:`EpisodeSpec.estimate_error`)."""
+
+    @property
+    def floor(self) -> FloorParams:
+        """DL2's and the baselines' floor, as their parameters."""
+        return FloorParams(keep_running=self.keep_running, minimum_when_full=self.minimum_when_full)
 
     @property
     def episodes(self) -> int:
@@ -203,7 +212,7 @@ def run_task(task: Task) -> Outcome:
     held_out = condition.applied(windows.held_out)
     if task.baseline is not None:
         baseline = teacher_profile(
-            task.baseline, keep_running=condition.keep_running, ordering=condition.ordering
+            task.baseline, floor=condition.floor, ordering=condition.ordering
         )
         with one_thread():
             result = score(baseline, held_out)
@@ -216,8 +225,8 @@ def run_task(task: Task) -> Outcome:
     assert task.seed is not None
     seed = task.seed
     train = condition.applied(windows.train)
-    keep = condition.keep_running
-    warmed = warm_up(train, condition.teacher, IMITATION_EPOCHS, seed, keep_running=keep)
+    floor = condition.floor
+    warmed = warm_up(train, condition.teacher, IMITATION_EPOCHS, seed, floor=floor)
     tuned = Dl2Model.from_bytes(warmed.model.to_bytes())
     train_ppo(
         tuned,
@@ -227,14 +236,14 @@ def run_task(task: Task) -> Outcome:
             updates=condition.updates,
             episodes_per_update=condition.episodes_per_update,
             validate_every=condition.validate_every,
-            keep_running=keep,
+            floor=floor,
             reward=condition.reward,
         ),
         validation=condition.applied(windows.validation),
     )
     with one_thread():
-        rl = score(tuned, held_out, keep_running=keep)
-        warm = score(warmed.model, held_out, keep_running=keep)
+        rl = score(tuned, held_out, floor=floor)
+        warm = score(warmed.model, held_out, floor=floor)
     return Outcome(
         task,
         {"rl": rl.mean_avg_jct_s, "warm": warm.mean_avg_jct_s},

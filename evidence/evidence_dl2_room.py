@@ -47,6 +47,7 @@ from evidence.evidence_dl2_gap import (
     verdict,
 )
 from evidence.runner import Stopwatch, machine, section_command
+from policies.common.pool import DEFAULT_FLOOR
 from policies.common.wording import counted
 from policies.learned.dl2.network import Dl2Model
 from policies.learned.dl2.shipped import shipped_bytes
@@ -123,17 +124,14 @@ def run_task(task: Task) -> Outcome:
     """Score one contender on one setting's windows (picklable: runs on any runner)."""
     setting = task.setting
     held_out = setting.windows(task.windows)
-    keep_running = setting.condition.keep_running
+    floor = setting.condition.floor
     with one_thread():
         if task.contender == SHIPPED:
-            result = score(
-                Dl2Model.from_bytes(shipped_bytes()), held_out, keep_running=keep_running
-            )
+            result = score(Dl2Model.from_bytes(shipped_bytes()), held_out, floor=floor)
         else:
             # "As requested" gives each job its request whatever it holds: nothing to reallocate.
             reallocates = task.contender != "as_requested"
-            keep = keep_running or not reallocates
-            profile = teacher_profile(task.contender, keep_running=keep)
+            profile = teacher_profile(task.contender, floor=floor if reallocates else DEFAULT_FLOOR)
             result = score(profile, held_out)
     episodes = result.episodes
     return Outcome(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evidence.runner import ROOT, command_line
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
 from simulator.perf import FAMILY_SOURCES
@@ -117,10 +118,15 @@ def budget(args: argparse.Namespace) -> Budget:
 
 
 def warm_up(
-    train: Sequence[EpisodeSpec], teacher: str, epochs: int, seed: int, *, keep_running: bool = True
+    train: Sequence[EpisodeSpec],
+    teacher: str,
+    epochs: int,
+    seed: int,
+    *,
+    floor: FloorParams = DEFAULT_FLOOR,
 ) -> WarmUp:
     """Steps 1–2: the teacher's simulated decisions on `train`, imitated (one torch thread);
-    `keep_running=False`: teacher and model both reallocate running jobs every round. The
+    `floor` is the teacher's and the model's (:class:`FloorParams`). The
     teacher plays behind the episodes' ordering (:attr:`EpisodeSpec.ordering`), which
     `train`'s episodes share."""
     config = Dl2Config(families=tuple(FAMILY_SOURCES))
@@ -129,9 +135,9 @@ def warm_up(
         raise ValueError("the training episodes must share one ordering")
     with one_thread():
         clock = time.perf_counter()
-        teaching = teacher_profile(teacher, keep_running=keep_running, ordering=ordering)
+        teaching = teacher_profile(teacher, floor=floor, ordering=ordering)
         records = simulated_records(train, teaching)
-        data = demonstrations(records, config, keep_running=keep_running)
+        data = demonstrations(records, config, floor=floor)
         demonstrations_s = time.perf_counter() - clock
         clock = time.perf_counter()
         model = Dl2Model.initial(config, seed=seed)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policies.common.wording import counted
 from policies.model import Job, JobState, Snapshot
 
 RESOURCES: tuple[str, ...] = ("GPUs", "CPUs", "memory")
@@ -46,6 +47,19 @@ class FloorParams(BaseModel):
             "paper does for every scheduler it compares (each resize restarts the job)."
         ),
     )
+    minimum_when_full: bool = Field(
+        default=False,
+        description=(
+            "A waiting job the pool has no room for still gets its minimum (taking "
+            "nothing from the pool), so that a preemptive ordering (SRTF) can stop running "
+            "jobs to start it; False: it gets no workers and waits, and no ordering "
+            "preempts for it."
+        ),
+    )
+
+
+DEFAULT_FLOOR = FloorParams()
+"""The floor of a policy given no parameters: running jobs keep theirs, a full pool waits."""
 
 
 @dataclass
@@ -185,6 +199,17 @@ def keep_running(
         left[1] -= count * job.cpus_per_worker
         left[2] -= count * job.memory_gb_per_worker
     return workers, reasons
+
+
+def over_full_pool(label: str, job: Job, minimum: int, pool: ResourcePool) -> str:
+    """The reason of a waiting job given its minimum beyond what `pool` has left
+    (:attr:`FloorParams.minimum_when_full`)."""
+    return (
+        f"{label}: its minimum of {counted(minimum, 'worker')} "
+        f"({counted(minimum * job.gpus_per_worker, 'GPU')}) with "
+        f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left in the pool: it starts only "
+        "if the ordering stops running jobs for it"
+    )
 
 
 def worker_counts(jobs: Sequence[Job]) -> dict[str, Sequence[int]]:

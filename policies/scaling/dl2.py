@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from policies.common.pool import FloorParams
 from policies.decision import ScalingResult, Stage
 from policies.learned import weights
 from policies.learned.dl2.features import Allocation, play
@@ -39,8 +40,9 @@ from policies.model import Job
 from policies.protocols import Context
 
 
-class Dl2Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Dl2Params(FloorParams):
+    """The model's floor (:class:`FloorParams`: where running jobs start, what a waiting
+    job the pool has no room for gets), and how the model is served."""
 
     latency_budget_ms: float = Field(
         default=250.0,
@@ -48,14 +50,6 @@ class Dl2Params(BaseModel):
         description=(
             "Most milliseconds one scaling decision may take; past it the policy gives up "
             "and the profile's fallback answers (0: always give up, for tests)."
-        ),
-    )
-    keep_running: bool = Field(
-        default=True,
-        description=(
-            "Running jobs start each round from what they hold, so the model only grows "
-            "them; False: from their minimum, reallocating every round as the paper does "
-            "(each resize restarts the job)."
         ),
     )
     use_shipped_model: bool = Field(
@@ -106,9 +100,7 @@ class Dl2Scaling(weights.ServesModel[Dl2Model]):
             raise ModelUnavailableError(self._unavailable)
         started = time.perf_counter()
         budget_s = self.params.latency_budget_ms / 1000.0
-        allocation = Allocation(
-            ctx.snapshot, jobs, model.config, keep_running=self.params.keep_running
-        )
+        allocation = Allocation(ctx.snapshot, jobs, model.config, floor=self.params)
 
         def choose(state: np.ndarray, mask: np.ndarray) -> int:
             action = model.predict(state, mask)

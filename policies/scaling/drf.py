@@ -13,7 +13,9 @@ Choices the paper leaves open, and why:
   preempt (that is the ordering's call), and their resources are spent anyway.
   `keep_running: false` starts them at their minimum instead, so that filling
   reallocates every job every round, as the schedulers DL2's paper compares do
-  (ours; an experiment's setting, docs/dl2.md).
+  (ours; an experiment's setting, docs/dl2.md). `minimum_when_full: true` gives
+  a waiting job that no longer fits its minimum anyway, counted in no share and
+  taken from no pool, so that a preemptive ordering can start it (ours, likewise).
 - A tenant's waiting jobs start (in service order) before its running jobs
   grow, since a job at zero workers gains more than one that already runs.
 - Within a tenant, the job with the lowest dominant share of its own grows
@@ -39,6 +41,7 @@ from policies.common.pool import (
     demand,
     held_count,
     next_count,
+    over_full_pool,
     unusable_holders,
     worker_counts,
 )
@@ -126,6 +129,7 @@ class DominantResourceFairness:
                 grant(job, held_count(job) if keep else counts[job.id][0], tenant)
 
         by_id = {job.id: job for job in jobs}
+        over_full = self.params.minimum_when_full
         needs: dict[tuple[int, int, float, float], str] = {}
 
         def serve(tenant: _Tenant) -> bool:
@@ -141,6 +145,10 @@ class DominantResourceFairness:
                 if pool.fits(job, minimum):
                     grant(job, minimum, tenant)
                     return True
+                if over_full:
+                    workers[job.id] = minimum
+                    refused[job.id] = over_full_pool("DRF", job, minimum, pool)
+                    continue
                 workers[job.id] = 0
                 shape = (
                     minimum,

@@ -21,6 +21,10 @@ Choices, and why:
   Optimus itself does each interval (ours; an experiment's setting, docs/dl2.md).
   Waiting jobs then get their minimum in service order while the pool lasts; one
   that does not fit waits, and later, smaller ones may still start.
+  `minimum_when_full: true` gives one that does not fit its minimum anyway (taking
+  nothing from the pool, and no steps beyond it): placement then starts it only
+  if the ordering preempts for it, as SRTF does for a shorter job (ours;
+  docs/dl2.md, *Behind another ordering*).
 - A job whose remaining time is unknown runs at its minimum: without an
   estimate there is no gain to compare.
 
@@ -34,7 +38,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import ClassVar
 
-from policies.common.pool import FloorParams, ResourcePool, keep_running, worker_counts
+from policies.common.pool import (
+    FloorParams,
+    ResourcePool,
+    keep_running,
+    over_full_pool,
+    worker_counts,
+)
 from policies.common.wording import counted
 from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
@@ -65,6 +75,7 @@ class Optimus:
         # (by their minimum and the GPUs left): each worded once.
         refusals: dict[tuple[int, int, float], str] = {}
         running = JobState.RUNNING
+        beyond: set[str] = set()  # given their minimum over a full pool: no steps
         for job in jobs:
             if job.state is running:
                 continue
@@ -72,6 +83,10 @@ class Optimus:
             if pool.fits(job, minimum):
                 workers[job.id] = minimum
                 pool.take(job, minimum)
+            elif self.params.minimum_when_full:
+                workers[job.id] = minimum
+                beyond.add(job.id)
+                reasons[job.id] = over_full_pool("Optimus", job, minimum, pool)
             else:
                 workers[job.id] = 0
                 key = (minimum, job.gpus_per_worker, pool.left[0])
@@ -114,7 +129,7 @@ class Optimus:
             for rank, job in enumerate(jobs):
                 at = workers[job.id]
                 # Rigid jobs (most of them) are at their largest count: no step to weigh.
-                if at > 0 and at < counts[job.id][-1]:
+                if at > 0 and at < counts[job.id][-1] and job.id not in beyond:
                     push_step(job, rank, at, None)
         heappop = heapq.heappop
         while steps:

@@ -11,7 +11,8 @@ import pytest
 import torch
 from safetensors.torch import save as save_tensors
 
-from policies.decision import Stage
+from policies.common.pool import FloorParams
+from policies.decision import JobStatus, Stage
 from policies.engine import Pipeline
 from policies.learned.dl2.features import ADD_BOTH, ADD_PS, ADD_WORKER, Allocation, Dl2Config
 from policies.learned.dl2.network import Dl2Model
@@ -166,6 +167,46 @@ def test_rescaling_running_jobs_is_a_parameter() -> None:
     assert kept.scale(ctx(snapshot), list(snapshot.jobs))[0].workers == 4
     rescaled = Dl2Scaling.with_model(stops_at_once, params=Dl2Params(keep_running=False))
     assert rescaled.scale(ctx(snapshot), list(snapshot.jobs))[0].workers == 1
+
+
+def test_a_waiting_job_over_a_full_pool_gets_its_minimum_only_with_the_parameter() -> None:
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(8))}, workers=8, estimated_duration_s=50_000),
+            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
+                submit_time=10, ps=1, ps_cpus=1.0),
+        ],
+    )  # fmt: skip
+    jobs = list(snapshot.jobs)
+    bound = Allocation(snapshot, jobs, CONFIG)
+    assert bound.allocation("short") == (0, 0)
+    over = Allocation(snapshot, jobs, CONFIG, floor=FloorParams(minimum_when_full=True))
+    # Its minimum and one server, taken from no pool and offered to no action: the job
+    # still waits as far as the model sees, and the state is the pool-bound one.
+    assert over.allocation("short") == (2, 1)
+    assert over.pool.left == bound.pool.left
+    assert over.window == []
+    assert over.waiting == bound.waiting == 1
+    assert np.array_equal(over.observation(), bound.observation())
+    reason = {r.job_id: r.reason for r in over.results("model m")}["short"]
+    assert "with 0 GPUs left in the pool: it starts only if the ordering stops" in reason
+    # Behind SRTF (the optimus profile's ordering) the shorter job then preempts the long one.
+    profile = load_profiles(REGISTRY)["optimus"]
+    stops_at_once = Dl2Model.initial(CONFIG)
+    with torch.no_grad():
+        stops_at_once.network.output.bias[CONFIG.stop_action] = 1e6
+    for params, expected in (
+        (Dl2Params(), {"long": JobStatus.RUNNING, "short": JobStatus.PENDING}),
+        (
+            Dl2Params(minimum_when_full=True),
+            {"long": JobStatus.PREEMPTED, "short": JobStatus.STARTED},
+        ),
+    ):
+        policy = Dl2Scaling.with_model(stops_at_once, params=params)
+        built = replace(Pipeline.build(profile, REGISTRY), scaling=cast(ScalingPolicy, policy))
+        decision = built.decide(snapshot, decision_id="test", seed=0)
+        assert {e.job_id: e.status for e in decision.explanations} == expected
 
 
 # -- the model ----------------------------------------------------------------------------------

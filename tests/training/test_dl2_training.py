@@ -12,6 +12,7 @@ import orjson
 import pytest
 from msgspec.structs import replace
 
+from policies.common.pool import FloorParams
 from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.learned.dl2.features import Allocation, Dl2Config
@@ -41,6 +42,8 @@ from training.dl2.rollout import (
 
 CONFIG = Dl2Config(window=4, families=("resnet50",), hidden=(16, 8))
 REGISTRY = build_registry()
+
+REALLOCATING = FloorParams(keep_running=False)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +225,7 @@ def test_a_reallocating_teacher_resizes_running_jobs_and_its_pupil_starts_from_t
     episode: EpisodeSpec,
 ) -> None:
     config = _model_config(episode)
-    teacher = teacher_profile("drf", REGISTRY, keep_running=False)
+    teacher = teacher_profile("drf", REGISTRY, floor=REALLOCATING)
     assert teacher.scaling.params == {"keep_running": False}
     kept = list(simulated_records([episode], teacher_profile("drf", REGISTRY), REGISTRY))
     records = list(simulated_records([episode], teacher, REGISTRY))
@@ -240,13 +243,13 @@ def test_a_reallocating_teacher_resizes_running_jobs_and_its_pupil_starts_from_t
 
     assert resized(records) > resized(kept)
     # Replayed from the minimum floor, every decision's scaling is reached step by step.
-    data = demonstrations(records, config, keep_running=False)
+    data = demonstrations(records, config, floor=REALLOCATING)
     assert len(data) > 10
     reached = 0
     for snapshot, decision in records:
         jobs = [snapshot.jobs_by_id[r.job_id] for r in decision.scaling]
         targets = {r.job_id: (r.workers, r.ps) for r in decision.scaling}
-        allocation = Allocation(snapshot, jobs, config, keep_running=False)
+        allocation = Allocation(snapshot, jobs, config, floor=REALLOCATING)
         for _ in range(200):
             action = teacher_action(allocation, targets)
             if action == config.stop_action:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
 
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.decision import Decision
 from policies.engine import Pipeline
 from policies.learned.dl2.network import Dl2Model
@@ -95,12 +96,12 @@ def contender_pipeline(
     contender: Contender,
     registry: Registry | None = None,
     *,
-    keep_running: bool = True,
+    floor: FloorParams = DEFAULT_FLOOR,
     ordering: PolicyChoice | None = None,
 ) -> Pipeline:
     """How a contender is served: `dl2` with its model (greedy, fallback kept), or a profile.
 
-    `keep_running` is the model's (:class:`Dl2Params`), and so is `ordering` (the `dl2`
+    `floor` is the model's (:class:`Dl2Params`), and so is `ordering` (the `dl2`
     profile's when None); a profile brings its own."""
     reg = registry or build_registry()
     if isinstance(contender, str):
@@ -110,7 +111,7 @@ def contender_pipeline(
     built = Pipeline.build(dl2_profile(reg, ordering), reg)
     # The serving path, but no wall-clock budget: a slow CI machine must not change the score.
     params = Dl2Params(
-        latency_budget_ms=float("inf"), use_shipped_model=False, keep_running=keep_running
+        latency_budget_ms=float("inf"), use_shipped_model=False, **floor.model_dump()
     )
     policy = Dl2Scaling.with_model(contender, "candidate", params)
     return replace(built, scaling=cast(ScalingPolicy, policy))
@@ -123,7 +124,7 @@ class _Scoring:
     contender: bytes | str | Profile
     spec: EpisodeSpec
     registry: Registry | None
-    keep_running: bool = True
+    floor: FloorParams = DEFAULT_FLOOR
 
 
 def _score_episode(task: _Scoring) -> EpisodeScore:
@@ -131,7 +132,7 @@ def _score_episode(task: _Scoring) -> EpisodeScore:
     pipeline = contender_pipeline(
         Dl2Model.from_bytes(contender) if isinstance(contender, bytes) else contender,
         task.registry,
-        keep_running=task.keep_running,
+        floor=task.floor,
         ordering=task.spec.ordering,
     )
     fallbacks = 0
@@ -162,12 +163,12 @@ def score(
     name: str | None = None,
     registry: Registry | None = None,
     runner: Runner | None = None,
-    keep_running: bool = True,
+    floor: FloorParams = DEFAULT_FLOOR,
 ) -> Score:
     """Run every episode with `contender` (on `runner`, default in this process); the mean
-    of the episodes' average JCTs. `keep_running` applies to a model (`contender_pipeline`)."""
+    of the episodes' average JCTs. `floor` applies to a model (`contender_pipeline`)."""
     given = contender.to_bytes() if isinstance(contender, Dl2Model) else contender
-    tasks = [_Scoring(given, spec, registry, keep_running) for spec in episodes]
+    tasks = [_Scoring(given, spec, registry, floor) for spec in episodes]
     scores = (runner or InProcess()).map(_score_episode, tasks)
     mean = sum(s.avg_jct_s for s in scores) / len(scores) if scores else float("inf")
     label = name or _label(contender)

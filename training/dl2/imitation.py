@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.decision import Decision
 from policies.learned.dl2.features import (
     ACTIONS_PER_SLOT,
@@ -90,7 +91,7 @@ def teacher_action(allocation: Allocation, targets: Mapping[str, tuple[int, int]
 
 
 def demonstrations(
-    records: Iterable[Record], config: Dl2Config, *, keep_running: bool = True
+    records: Iterable[Record], config: Dl2Config, *, floor: FloorParams = DEFAULT_FLOOR
 ) -> Demonstrations:
     """Replay each record's scaling through DL2's round; one sample per inference."""
     states: list[np.ndarray] = []
@@ -112,7 +113,7 @@ def demonstrations(
             continue  # not this snapshot's decision
         jobs = [by_id[r.job_id] for r in decision.scaling]
         targets = {r.job_id: (r.workers, r.ps) for r in decision.scaling}
-        allocation = Allocation(snapshot, jobs, config, keep_running=keep_running)
+        allocation = Allocation(snapshot, jobs, config, floor=floor)
         stop = config.stop_action
         while True:
             mask = allocation.mask()
@@ -138,16 +139,17 @@ def teacher_profile(
     scaling: str = "drf",
     registry: Registry | None = None,
     *,
-    keep_running: bool = True,
+    floor: FloorParams = DEFAULT_FLOOR,
     ordering: PolicyChoice | None = None,
 ) -> Profile:
     """The `dl2` profile with an incumbent heuristic's scaling: the teacher DL2 imitates.
 
-    `keep_running=False` asks the heuristic (DRF or Optimus, :class:`FloorParams`) to
-    reallocate running jobs from their minimum, as DL2 does with the same setting;
+    `floor` is the heuristic's (DRF or Optimus, :class:`FloorParams`), as it is the
+    model's that imitates it (`keep_running=False`: running jobs reallocated from their
+    minimum; `minimum_when_full`: waiting jobs given their minimum over a full pool);
     `ordering` replaces the profile's ordering (:attr:`EpisodeSpec.ordering`)."""
     dl2 = dl2_profile(registry or build_registry(), ordering)
-    params: dict[str, object] = {} if keep_running else {"keep_running": False}
+    params: dict[str, object] = floor.model_dump(exclude_defaults=True)
     return dl2.model_copy(
         update={
             "name": f"dl2-teacher-{scaling}",

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model, masked_logits
 from simulator.sweep import InProcess, Runner
@@ -86,8 +87,8 @@ class PpoArgs:
     """First updates train only the critic: advantages from an untrained baseline are noise."""
     target_kl: float | None = 0.03
     """Stop an update's epochs early once the approximate KL passes this (None: never)."""
-    keep_running: bool = True
-    """As the served policy's parameter: running jobs start from what they hold."""
+    floor: FloorParams = DEFAULT_FLOOR
+    """As the served policy's parameters (:class:`Dl2Params`): where each round starts."""
     validate_every: int = 5
     """With validation episodes: score the greedy policy every this many updates."""
     reward: Reward = "progress"
@@ -160,7 +161,7 @@ class Rollout:
     """The policy, as :meth:`Dl2Model.to_bytes` (its configuration in the header)."""
     seed: tuple[int, ...]
     """The episode's own sampler: (training seed, update, index in the update)."""
-    keep_running: bool = True
+    floor: FloorParams = DEFAULT_FLOOR
     reward: Reward = "progress"
 
 
@@ -168,9 +169,7 @@ def play_rollout(task: Rollout) -> Episode:
     """Play one :class:`Rollout` (a top-level function: runners pickle it by name)."""
     model = Dl2Model.from_bytes(task.weights)
     sampler = np.random.default_rng(task.seed)
-    return play_episode(
-        task.spec, model, sampler, keep_running=task.keep_running, reward=task.reward
-    )
+    return play_episode(task.spec, model, sampler, floor=task.floor, reward=task.reward)
 
 
 def train_ppo(
@@ -199,7 +198,7 @@ def train_ppo(
     with one_thread(), run.started():
         if validating:
             best = (
-                _validate(model, validation, run, keep_running=args.keep_running),
+                _validate(model, validation, run, floor=args.floor),
                 _weights(model),
             )
         torch.manual_seed(args.seed)
@@ -217,9 +216,7 @@ def train_ppo(
             played = run.map(
                 play_rollout,
                 [
-                    Rollout(
-                        spec, weights, (args.seed, update, index), args.keep_running, args.reward
-                    )
+                    Rollout(spec, weights, (args.seed, update, index), args.floor, args.reward)
                     for index, spec in enumerate(chosen)
                 ],
             )
@@ -248,9 +245,7 @@ def train_ppo(
                 seconds=time.perf_counter() - started,
             )
             if validating and (update + 1) % args.validate_every == 0:
-                row["validation_avg_jct_s"] = _validate(
-                    model, validation, run, keep_running=args.keep_running
-                )
+                row["validation_avg_jct_s"] = _validate(model, validation, run, floor=args.floor)
                 if best is None or row["validation_avg_jct_s"] < best[0]:
                     best = (row["validation_avg_jct_s"], _weights(model))
             log.append(row)
@@ -263,9 +258,9 @@ def train_ppo(
 
 
 def _validate(
-    model: Dl2Model, episodes: Sequence[EpisodeSpec], runner: Runner, *, keep_running: bool
+    model: Dl2Model, episodes: Sequence[EpisodeSpec], runner: Runner, *, floor: FloorParams
 ) -> float:
-    return score(model, episodes, runner=runner, keep_running=keep_running).mean_avg_jct_s
+    return score(model, episodes, runner=runner, floor=floor).mean_avg_jct_s
 
 
 def _weights(model: Dl2Model) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ from typing import ClassVar, Literal, cast
 
 import numpy as np
 
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.decision import ScalingResult, Stage
 from policies.engine import Fallbacks, Pipeline
 from policies.learned.dl2.features import Allocation, play
@@ -76,18 +77,20 @@ class SampledDl2Scaling:
     Params: ClassVar[type[Dl2Params]] = Dl2Params
 
     def __init__(
-        self, model: Dl2Model, rng: np.random.Generator, *, keep_running: bool = True
+        self,
+        model: Dl2Model,
+        rng: np.random.Generator,
+        *,
+        floor: FloorParams = DEFAULT_FLOOR,
     ) -> None:
         self.model = model
         self.rng = rng
-        self.keep_running = keep_running
+        self.floor = floor
         self.steps: list[Step] = []
         self.round = 0
 
     def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
-        allocation = Allocation(
-            ctx.snapshot, jobs, self.model.config, keep_running=self.keep_running
-        )
+        allocation = Allocation(ctx.snapshot, jobs, self.model.config, floor=self.floor)
 
         def choose(state: np.ndarray, mask: np.ndarray) -> int:
             # The served inference path (NumPy on the module's parameters), sampled.
@@ -166,11 +169,11 @@ def play_episode(
     rng: np.random.Generator,
     *,
     registry: Registry | None = None,
-    keep_running: bool = True,
+    floor: FloorParams = DEFAULT_FLOOR,
     reward: Reward = "progress",
 ) -> Episode:
     """Run one episode with the policy sampling from `rng`; rewards and steps per round."""
-    scaling = SampledDl2Scaling(model, rng, keep_running=keep_running)
+    scaling = SampledDl2Scaling(model, rng, floor=floor)
     pipeline = dl2_pipeline(cast(ScalingPolicy, scaling), registry, spec.ordering)
     sim = spec.simulation()
     episode = Episode(spec=spec)

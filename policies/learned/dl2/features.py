@@ -8,9 +8,11 @@ step this same object, so what the network is trained on is what it is served.
 **A round.** Every job first gets its floor: a running job keeps what it holds
 (or drops to its minimum when the policy may rescale running jobs), a waiting job
 gets its minimum workers (plus one parameter server when it uses them) in service
-order while the pool has room. The paper's code gives every job such a bundle
-first "to avoid starvation"; here it also means a model that stops at once is the
-min-allocation baseline, never an idle cluster. The model then hands out what is
+order while the pool has room (with `minimum_when_full`, also once it has none, taking
+nothing from it and never in the window: a preemptive ordering may start such a job).
+The paper's code gives every job such a bundle first "to avoid starvation"; here it
+also means a model that stops at once is the min-allocation baseline, never an idle
+cluster. The model then hands out what is
 left one step at a time: each inference picks one action for one job of the
 window (one worker step, one parameter server, or both) or *stop*; the state is
 updated and the model asked again, until stop or no valid action remains.
@@ -52,11 +54,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.common.pool import (
+    DEFAULT_FLOOR,
+    FloorParams,
     ResourcePool,
     demand,
     held_count,
     holds_unusable_gpus,
     next_count,
+    over_full_pool,
 )
 from policies.common.wording import counted
 from policies.decision import ScalingResult
@@ -168,7 +173,7 @@ class Allocation:
         jobs: Sequence[Job],
         config: Dl2Config,
         *,
-        keep_running: bool = True,
+        floor: FloorParams = DEFAULT_FLOOR,
     ) -> None:
         self.config = config
         self.snapshot = snapshot
@@ -191,11 +196,13 @@ class Allocation:
                     "DL2: it holds GPUs on a node training can no longer use"
                 )
                 continue
-            count = held_count(job) if keep_running else self._counts[job.id][0]
+            keep = floor.keep_running
+            count = held_count(job) if keep else self._counts[job.id][0]
             servers = 0
             if _uses_ps(job):
-                servers = max(1, min(job.ps, _ps_cap(job))) if keep_running else 1
+                servers = max(1, min(job.ps, _ps_cap(job))) if keep else 1
             self._grant(job, count, servers)
+        over_pool: set[str] = set()  # waiting jobs at their minimum beyond the pool
         for job in self.jobs:
             if job.state is JobState.RUNNING:
                 continue
@@ -203,6 +210,11 @@ class Allocation:
             servers = 1 if _uses_ps(job) else 0
             if self._fits(job, minimum, servers):
                 self._grant(job, minimum, servers)
+            elif floor.minimum_when_full:
+                self.workers[job.id] = minimum
+                self.ps[job.id] = servers
+                over_pool.add(job.id)
+                self._floor_notes[job.id] = over_full_pool("DL2", job, minimum, self.pool)
             else:
                 self.workers[job.id] = 0
                 self.ps[job.id] = 0
@@ -214,10 +226,17 @@ class Allocation:
                     f"{memory:g} GB; GPUs, CPUs, GB left: {left})"
                 )
 
-        growable = [job for job in self.jobs if self.workers[job.id] > 0 and self._can_grow(job)]
+        growable = [
+            job
+            for job in self.jobs
+            if self.workers[job.id] > 0 and job.id not in over_pool and self._can_grow(job)
+        ]
         self.window: list[_Slot] = [self._slot(job) for job in growable[: config.window]]
         self.beyond_window = len(growable) - len(self.window)
-        self.waiting = sum(1 for job in self.jobs if self.workers[job.id] == 0)
+        # Jobs at their minimum beyond the pool wait too, as far as the pool can tell.
+        self.waiting = sum(
+            1 for job in self.jobs if self.workers[job.id] == 0 or job.id in over_pool
+        )
         self._rows = np.zeros((config.window, config.job_features), dtype=np.float32)
         for i in range(len(self.window)):
             self._refresh(i)
