@@ -37,7 +37,11 @@ on the held-out windows:
 * **SRTF, imitating Optimus scaling, with estimates off**: every job's duration
   estimate off by a log-normal factor (:data:`ESTIMATE_ERROR`) in training and judging,
   and the two profiles scored with the same estimates, since the `optimus` profile
-  otherwise reads the recorded durations exactly.
+  otherwise reads the recorded durations exactly;
+* **SRTF, imitating Optimus scaling, every waiting job at least its minimum**: DL2 and
+  the heuristics give a waiting job its minimum even when the running jobs hold the
+  whole pool (`minimum_when_full`), so that SRTF can stop a longer job to start it;
+  otherwise they give it no workers and SRTF's preemption never runs.
 
 The two profiles the targets name are scored on the same windows. Jobs and windows are
 the shipped model's in every condition; the budget is the shipped model's, the teacher
@@ -64,7 +68,7 @@ from evidence.evidence_dl2_gap import (
     run_task,
     verdict,
 )
-from evidence.runner import Stopwatch, machine, section_command
+from evidence.runner import Stopwatch, machine, over_seeds, section_command
 from policies.profiles import PolicyChoice
 from simulator.sweep_cli import runner_from_args
 from training.dl2.evaluation import EpisodeScore, score
@@ -141,6 +145,17 @@ CONDITIONS = (
         teacher="optimus",
         estimate_error=ESTIMATE_ERROR,
     ),
+    Condition(
+        "srtf-optimus-full",
+        "SRTF; warm-up imitates Optimus scaling; every waiting job its minimum, even over "
+        "a full pool (DL2 and the heuristics)",
+        80,
+        2,
+        5,
+        ordering=SRTF,
+        teacher="optimus",
+        minimum_when_full=True,
+    ),
 )
 SHORT = {
     "fifo-backfill": "FIFO with backfill",
@@ -151,6 +166,7 @@ SHORT = {
     "srtf-optimus-time": "SRTF, imitating Optimus scaling, rewarded by time in system",
     "srtf-as-requested": "SRTF, imitating as-requested scaling",
     "srtf-optimus-estimates": "SRTF, imitating Optimus scaling, with estimates off",
+    "srtf-optimus-full": "SRTF, imitating Optimus scaling, every waiting job its minimum",
 }
 """Each condition as the reading names it."""
 HEURISTICS = ("drf", "optimus", "as_requested")
@@ -296,13 +312,19 @@ def render(results: Results) -> str:
 
 
 def _shown(results: Results) -> list[tuple[Group, Contender]]:
-    """Each group's rows, less the heuristics of an ordering an earlier group showed:
-    they do not train, so behind the same ordering they are the same figures."""
-    seen: set[tuple[str | None, float]] = set()
+    """Each group's rows, less the heuristics of a setting an earlier group showed: they
+    do not train, so behind the same ordering, estimates and floor they are the same
+    figures."""
+    seen: set[tuple[str | None, float, bool]] = set()
     shown = []
     for group in results.groups:
-        ordering = group.condition.ordering
-        key = (None if ordering is None else ordering.name, group.condition.estimate_error)
+        condition = group.condition
+        ordering = condition.ordering
+        key = (
+            None if ordering is None else ordering.name,
+            condition.estimate_error,
+            condition.minimum_when_full,
+        )
         for row in group.rows:
             if key in seen and row.name in NAMES.values():
                 continue
@@ -355,6 +377,7 @@ def _reading(results: Results) -> list[str]:
         )
     lines += _estimates(results)
     lines += _preemptions(results)
+    lines += _over_full_pool(results)
     most = max(n for g in results.groups for row in g.rows for n in row.finished)
     fewer = [
         f"{row.name} behind {SHORT[group.condition.key]}"
@@ -396,10 +419,42 @@ def _preemptions(results: Results) -> list[str]:
     return [
         "* **SRTF preempts only for a job that scaling gives workers.** The `optimus` profile "
         "stops no running job on these windows, as requested behind the same ordering "
-        f"{_span(requested.preemptions)} times: Optimus scaling (and DRF scaling) gives a "
-        "waiting job no workers once the running jobs hold the cluster, and the ordering "
-        "stops a running job only to start one that has workers. As-requested scaling gives "
-        "every job its request, so SRTF's preemption runs."
+        f"{_span(requested.preemptions)} times: Optimus scaling, DRF scaling and DL2 (but "
+        "in the group that gives every waiting job its minimum) give a waiting job no "
+        "workers once the running jobs hold the cluster, and the ordering stops a running "
+        "job only to start one that has workers. As-requested scaling gives every job its "
+        "request, so SRTF's preemption runs."
+    ]
+
+
+def _over_full_pool(results: Results) -> list[str]:
+    """What a waiting job's minimum over a full pool does (read off the table)."""
+    group = next((g for g in results.groups if g.condition.minimum_when_full), None)
+    if group is None:
+        return []
+    served = _served(results, group)
+    said = []
+    for name in ("optimus", "drf"):
+        row = _row(group, NAMES[name])
+        said.append(
+            f"{row.name} {_against(row, served[name])} against the `{name}` profile "
+            f"({_span(row.preemptions)} preemptions)"
+        )
+    rl = _row(group, "DL2, RL")
+    teacher = _row(group, NAMES["optimus"])
+    sign, _, _ = over_seeds(_changes(rl, teacher))
+    whose = (
+        "the floor's, not the learned part's"
+        if sign == 0
+        else "the learned part's beyond the floor's"
+        if sign < 0
+        else "the floor's, and DL2 keeps less of it than the heuristic"
+    )
+    return [
+        "* **Every waiting job its minimum, even over a full pool.** Behind SRTF, with the "
+        f"same floor: {'; '.join(said)}; DL2 RL {_span(rl.preemptions)} preemptions. "
+        f"Against Optimus scaling with the same floor DL2 is {_against(rl, teacher)}: the "
+        f"margin this floor opens is {whose}."
     ]
 
 

@@ -47,7 +47,6 @@ from evidence.evidence_dl2_gap import (
     verdict,
 )
 from evidence.runner import Stopwatch, machine, section_command
-from policies.common.pool import DEFAULT_FLOOR
 from policies.common.wording import counted
 from policies.learned.dl2.network import Dl2Model
 from policies.learned.dl2.shipped import shipped_bytes
@@ -129,10 +128,9 @@ def run_task(task: Task) -> Outcome:
         if task.contender == SHIPPED:
             result = score(Dl2Model.from_bytes(shipped_bytes()), held_out, floor=floor)
         else:
-            # "As requested" gives each job its request whatever it holds: nothing to reallocate.
-            reallocates = task.contender != "as_requested"
-            profile = teacher_profile(task.contender, floor=floor if reallocates else DEFAULT_FLOOR)
-            result = score(profile, held_out)
+            # "As requested" has no floor (it gives each job its request whatever it holds):
+            # `teacher_profile` gives the floor only to the heuristics that have one.
+            result = score(teacher_profile(task.contender, floor=floor), held_out)
     episodes = result.episodes
     return Outcome(
         task, tuple(e.avg_jct_s for e in episodes), tuple(e.jobs_completed for e in episodes)

@@ -11,6 +11,7 @@ import pytest
 from evidence.evidence_dl2_gap import Windows
 from evidence.evidence_dl2_order import CONDITIONS, ESTIMATE_ERROR, SRTF, main
 from evidence.results_sections import sections
+from policies.common.pool import FloorParams
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
 from training.dl2.episodes import held_out_episodes
@@ -52,14 +53,14 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nkept as it was\n")
     body = sections(text)["dl2-order"]
-    settings: set[tuple[str | None, float]] = set()
+    settings: set[tuple[str | None, float, bool]] = set()
     for condition in CONDITIONS:
         for row in ("DL2, RL", "DL2, warm-up only"):
             assert f"| {condition.label} | {row} |" in body
-        # The heuristics train nothing: shown once per ordering and estimates, with the
-        # first condition that has them.
+        # The heuristics train nothing: shown once per ordering, estimates and floor, with
+        # the first condition that has them.
         ordering = None if condition.ordering is None else condition.ordering.name
-        setting = (ordering, condition.estimate_error)
+        setting = (ordering, condition.estimate_error, condition.minimum_when_full)
         for row in ("DRF scaling", "Optimus scaling", "as requested"):
             assert (f"| {condition.label} | {row} |" in body) is (setting not in settings)
         settings.add(setting)
@@ -73,6 +74,7 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
     assert "* **DL2 behind SRTF, imitating Optimus scaling.**" in body
     assert "against its teacher (Optimus scaling)" in body
     assert "against its teacher (as requested)" in body
+    assert "* **Every waiting job its minimum, even over a full pool.** Behind SRTF" in body
 
 
 def test_an_episodes_score_counts_the_running_jobs_its_run_stopped() -> None:
@@ -89,3 +91,26 @@ def test_an_episodes_score_counts_the_running_jobs_its_run_stopped() -> None:
     )
 
     assert scored.preemptions == run.metrics["preemptions"] > 0
+
+
+def test_behind_srtf_optimus_scaling_preempts_only_when_a_waiting_job_gets_its_minimum() -> None:
+    behind = dataclasses.replace(held_out_episodes()[3], ordering=SRTF, jobs=30)
+    over_full = FloorParams(minimum_when_full=True)
+
+    (bound,) = score(teacher_profile("optimus", ordering=SRTF), [behind]).episodes
+    (floored,) = score(
+        teacher_profile("optimus", floor=over_full, ordering=SRTF), [behind]
+    ).episodes
+
+    assert bound.preemptions == 0
+    assert floored.preemptions > 0
+    assert floored.jobs_completed == bound.jobs_completed == 30
+
+
+def test_a_teacher_gets_the_floor_only_when_its_heuristic_has_one() -> None:
+    over_full = FloorParams(keep_running=False, minimum_when_full=True)
+    wanted = {"keep_running": False, "minimum_when_full": True}
+    assert teacher_profile("optimus", floor=over_full).scaling.params == wanted
+    assert teacher_profile("drf", floor=over_full).scaling.params == wanted
+    # As requested gives every job its request: it has no floor to set.
+    assert teacher_profile("as_requested", floor=over_full).scaling.params == {}

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from policies.common.pool import DEFAULT_FLOOR, FloorParams
-from policies.decision import Decision
+from policies.decision import Decision, Stage
 from policies.learned.dl2.features import (
     ACTIONS_PER_SLOT,
     ADD_BOTH,
@@ -146,10 +146,13 @@ def teacher_profile(
 
     `floor` is the heuristic's (DRF or Optimus, :class:`FloorParams`), as it is the
     model's that imitates it (`keep_running=False`: running jobs reallocated from their
-    minimum; `minimum_when_full`: waiting jobs given their minimum over a full pool);
+    minimum; `minimum_when_full`: waiting jobs given their minimum over a full pool), and
+    not applied to a heuristic without a floor (as requested gives every job its request);
     `ordering` replaces the profile's ordering (:attr:`EpisodeSpec.ordering`)."""
-    dl2 = dl2_profile(registry or build_registry(), ordering)
-    params: dict[str, object] = floor.model_dump(exclude_defaults=True)
+    reg = registry or build_registry()
+    dl2 = dl2_profile(reg, ordering)
+    floored = issubclass(reg.spec(Stage.SCALING, scaling).info.Params, FloorParams)
+    params: dict[str, object] = floor.model_dump(exclude_defaults=True) if floored else {}
     return dl2.model_copy(
         update={
             "name": f"dl2-teacher-{scaling}",
