@@ -85,7 +85,7 @@ results-dl2-gap: $(STAMP) ## DL2's gap to the paper: budget, the paper's jobs, i
 results-dl2-room: $(STAMP) ## How far any scaling could go below DRF on DL2's held-out windows: floors, hindsight (section dl2-room, seconds)
 	$(BIN)/python -m evidence.evidence_dl2_room --processes 2
 
-results-dl2-order: $(STAMP) ## DL2 trained behind FIFO with backfill and behind SRTF: teachers (DRF, Optimus, as requested), rewards, a 10x budget, estimates off; beside the drf and optimus profiles (section dl2-order, about 30 min)
+results-dl2-order: $(STAMP) ## DL2 trained behind FIFO with backfill and behind SRTF: teachers (DRF, Optimus, as requested), rewards, a 10x budget, estimates off, every waiting job its minimum; beside the drf and optimus profiles (section dl2-order, 20 min on the last machine)
 	$(BIN)/python -m evidence.evidence_dl2_order --processes 2
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
