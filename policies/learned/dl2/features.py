@@ -12,10 +12,10 @@ order while the pool has room (with `minimum_when_full`, also once it has none, 
 nothing from it and never in the window: a preemptive ordering may start such a job).
 The paper's code gives every job such a bundle first "to avoid starvation"; here it
 also means a model that stops at once is the min-allocation baseline, never an idle
-cluster. The model then hands out what is
-left one step at a time: each inference picks one action for one job of the
-window (one worker step, one parameter server, or both) or *stop*; the state is
-updated and the model asked again, until stop or no valid action remains.
+cluster. The model then hands out what is left one step at a time: each inference
+picks one action for one job of the window (one worker step, one parameter server,
+or both) or *stop*; the state is updated and the model asked again, until stop or no
+valid action remains.
 
 **The window** (§4.1: "at most J jobs"). The J most urgent jobs, in the service
 order the ordering stage chose, among those that got workers and can still grow.
@@ -186,6 +186,7 @@ class Allocation:
         self.actions_taken = 0
         self._counts = {job.id: job.allowed_worker_counts() for job in self.jobs}
 
+        keep = floor.keep_running
         for job in self.jobs:
             if job.state is not JobState.RUNNING:
                 continue
@@ -196,7 +197,6 @@ class Allocation:
                     "DL2: it holds GPUs on a node training can no longer use"
                 )
                 continue
-            keep = floor.keep_running
             count = held_count(job) if keep else self._counts[job.id][0]
             servers = 0
             if _uses_ps(job):
