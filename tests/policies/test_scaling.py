@@ -244,3 +244,19 @@ def test_srtf_preempts_for_a_shorter_job_only_when_scaling_gives_it_its_minimum(
         over_full = choice(policy, minimum_when_full=True)
         status = statuses(decide(snapshot, "optimus", scaling=over_full))
         assert status == {"long": JobStatus.PREEMPTED, "short": JobStatus.STARTED}, policy
+
+
+def test_a_job_given_its_minimum_over_a_full_pool_takes_no_step_of_what_is_left() -> None:
+    # One GPU is left: too little for the short job's minimum of two, enough for a step.
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(7))}, workers=7, estimated_duration_s=50_000),
+            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
+                submit_time=10),
+        ],
+    )  # fmt: skip
+    for policy in ("drf", "optimus"):
+        asked = scale(policy, snapshot, {"minimum_when_full": True})
+        assert workers(asked) == {"long": 7, "short": 2}, policy
+        assert "with 1 GPU left in the pool" in asked["short"].reason, policy
