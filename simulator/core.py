@@ -129,7 +129,9 @@ class SimOptions:
     reject_infeasible: bool = True
     """Reject on arrival a job asking for more GPUs than training can ever have."""
     stall_limit_s: float = 7 * 86400.0
-    """Stop when nothing has run or arrived for this long (jobs left are unfinished)."""
+    """Stop when nothing has run or arrived for this long, or when jobs run but none has
+    worked for this long (each restarted again before its restart ended); jobs left are
+    unfinished."""
     record_timeseries: bool = True
 
 
@@ -389,6 +391,7 @@ class Simulation:
         self._preemptions = 0
         self._reclaim_tally = _ReclaimTally()
         self._last_progress_t = self.now
+        self._last_work_t = self.now  # the latest instant some running job did work
         self._settled = False  # a settling decider was asked and nothing happened since
         self._pending_snapshot: Snapshot | None = None
         self._reported_placements: dict[str, tuple[Assignment, ...]] = {}
@@ -649,14 +652,29 @@ class Simulation:
         )
 
     def _stalled(self, t: float) -> bool:
-        if self._next_arrival < len(self.specs) or self._running > 0:
+        if self._next_arrival < len(self.specs):
             return False
+        if self._running > 0:
+            # Jobs run, yet a policy that resizes or preempts them again before their
+            # restart ends (restarts take up to minutes, rounds come every minute) keeps
+            # every one from working: without this the run would never end.
+            return t - self._last_work_t > self.options.stall_limit_s and not self._working(t)
         if self._waiting == 0:
             return True
         # Jobs wait, nothing runs and nothing will arrive. A later round may still start
         # them (a policy may defer a job to a cheaper slot, or promote a starving one),
         # so the timer keeps asking until nothing has happened for the stall limit.
         return t - self._last_progress_t > self.options.stall_limit_s
+
+    def _working(self, t: float) -> bool:
+        """Whether a running job works at `t` (past its restart, at a positive rate); if so
+        `t` is the latest instant of work. Asked only once no work is known for the stall
+        limit, so it does not walk the running jobs every event."""
+        for job in self._running_jobs.values():
+            if job.rate > 0 and job.restart_until < t:
+                self._last_work_t = t
+                return True
+        return False
 
     def _set_time(self, t: float) -> None:
         self._acct.advance(t)
@@ -980,6 +998,8 @@ class Simulation:
 
     def _release(self, job: _SimJob) -> None:
         """Take every GPU from a running job (in sync with `now`); the caller sets its state."""
+        if job.rate > 0 and job.restart_until < self.now:
+            self._last_work_t = self.now  # it worked until now (then finished or stopped)
         for a in job.placement:
             for g in a.gpu_indices:
                 del self._owner[(a.node_id, g)]

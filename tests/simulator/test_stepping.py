@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from msgspec.structs import replace
 
-from policies.decision import Decision, PlacementEntry
-from policies.model import Assignment, Snapshot, ThroughputObservation, decode_snapshot, encode
+from policies.decision import Decision, PlacementEntry, ScalingResult, Stage
+from policies.engine import Pipeline
+from policies.model import (
+    Assignment,
+    Job,
+    Snapshot,
+    ThroughputObservation,
+    decode_snapshot,
+    encode,
+)
+from policies.profiles import load_profiles
+from policies.protocols import Context, NoParams, ScalingPolicy
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
+from policies.registry import build_registry
 from simulator.core import (
     InvalidDecisionError,
     SimOptions,
@@ -257,3 +269,63 @@ def test_throughput_reports_are_worked_out_only_for_a_decider_that_learns_from_t
         return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
 
     assert untimed(with_reports.metrics) == untimed(without.metrics)
+
+
+class _ResizesEveryRound:
+    """Scaling that moves every job between its two smallest counts each round."""
+
+    name = "resizes-every-round"
+    version = "1"
+    stage = Stage.SCALING
+    summary = "test policy"
+    source = "test"
+    Params = NoParams
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def scale(self, ctx: Context, jobs: Sequence[Job]) -> list[ScalingResult]:
+        self.rounds += 1
+        out = []
+        for job in jobs:
+            counts = job.allowed_worker_counts()
+            workers = counts[self.rounds % 2] if len(counts) > 1 else counts[0]
+            out.append(ScalingResult(job_id=job.id, workers=workers, ps=job.ps, reason="test"))
+        return out
+
+
+@pytest.mark.parametrize("restarts", [True, False])
+def test_a_policy_that_restarts_jobs_faster_than_they_restart_ends_the_run(
+    restarts: bool,
+) -> None:
+    # One elastic hour-long job; an ImageNet job takes 250 s to restart (Sia's figure), the
+    # round comes every 60 s, and the policy resizes it every round: it never works again.
+    jobs = make_jobs(
+        trace(("a", 0, 2, 3600)), WorkloadOptions(model_mix="imagenet", elastic_fraction=1.0)
+    )
+    sim = Simulation(
+        jobs,
+        SPEC,
+        perf=PerfOptions(machine_variation=False, restarts=restarts),
+        options=SimOptions(stall_limit_s=86400.0),
+    )
+    registry = build_registry()
+    pipeline = dataclasses.replace(
+        Pipeline.build(load_profiles(registry)["fifo"], registry),
+        scaling=cast(ScalingPolicy, _ResizesEveryRound()),
+    )
+
+    result = sim.run(
+        lambda snapshot, seed, decision_id: pipeline.decide(
+            snapshot, seed=seed, decision_id=decision_id, explain=False
+        )
+    )
+
+    if restarts:
+        # Stopped a day after its last work, as a run where nothing runs is; not after
+        # an endless series of rounds.
+        assert result.metrics["jobs_unfinished"] == 1
+        assert 86400.0 < sim.now < 86400.0 + 2 * 250.0
+    else:
+        # Free restarts: the same policy lets the job work between rounds, and it finishes.
+        assert result.metrics["jobs_completed"] == 1
