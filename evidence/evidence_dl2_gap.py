@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from evidence.evidence_dl2 import PAPER_CUT
 from evidence.runner import Stopwatch, machine, over_seeds, section_command
 from evidence.train_dl2 import warm_up
-from policies.common.pool import FloorParams
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.learned.dl2.network import Dl2Model
 from policies.profiles import PolicyChoice
 from simulator.sweep_cli import runner_from_args
@@ -85,11 +85,11 @@ class Condition:
     elastic_fraction: float = 0.6
     ps_fraction: float = 0.3
     restarts: bool = True
-    keep_running: bool = True
-    """False: DL2 and the baselines reallocate running jobs from their minimum each round."""
-    minimum_when_full: bool = False
-    """True: DL2 and the baselines give a waiting job its minimum even over a full pool,
-    so that a preemptive ordering can start it (:class:`FloorParams`)."""
+    floor: FloorParams = DEFAULT_FLOOR
+    """DL2's and the baselines' floor, as their parameters: `keep_running=False`
+    reallocates running jobs from their minimum each round; `minimum_when_full` gives a
+    waiting job its minimum even over a full pool, so that a preemptive ordering can
+    start it."""
     ordering: PolicyChoice | None = None
     """The ordering DL2 and the baselines play behind (None: the `dl2` profile's, FIFO
     with backfill); `evidence_dl2_order` sets it."""
@@ -100,11 +100,6 @@ class Condition:
     estimate_error: float = 0.0
     """Sigma of the log-normal error on the jobs' duration estimates (0: exact), in
     training and in judging alike (:attr:`EpisodeSpec.estimate_error`)."""
-
-    @property
-    def floor(self) -> FloorParams:
-        """DL2's and the baselines' floor, as their parameters."""
-        return FloorParams(keep_running=self.keep_running, minimum_when_full=self.minimum_when_full)
 
     @property
     def episodes(self) -> int:
@@ -157,7 +152,7 @@ CONDITIONS = (
         elastic_fraction=1.0,
         ps_fraction=1.0,
         restarts=False,
-        keep_running=False,
+        floor=FloorParams(keep_running=False),
     ),
 )
 

@@ -69,6 +69,7 @@ from evidence.evidence_dl2_gap import (
     verdict,
 )
 from evidence.runner import Stopwatch, machine, over_seeds, section_command
+from policies.common.pool import FloorParams
 from policies.profiles import PolicyChoice
 from simulator.sweep_cli import runner_from_args
 from training.dl2.evaluation import EpisodeScore, score
@@ -154,7 +155,7 @@ CONDITIONS = (
         5,
         ordering=SRTF,
         teacher="optimus",
-        minimum_when_full=True,
+        floor=FloorParams(minimum_when_full=True),
     ),
 )
 SHORT = {
@@ -323,7 +324,7 @@ def _shown(results: Results) -> list[tuple[Group, Contender]]:
         key = (
             None if ordering is None else ordering.name,
             condition.estimate_error,
-            condition.minimum_when_full,
+            condition.floor.minimum_when_full,
         )
         for row in group.rows:
             if key in seen and row.name in NAMES.values():
@@ -429,7 +430,7 @@ def _preemptions(results: Results) -> list[str]:
 
 def _over_full_pool(results: Results) -> list[str]:
     """What a waiting job's minimum over a full pool does (read off the table)."""
-    group = next((g for g in results.groups if g.condition.minimum_when_full), None)
+    group = next((g for g in results.groups if g.condition.floor.minimum_when_full), None)
     if group is None:
         return []
     served = _served(results, group)

@@ -130,6 +130,8 @@ class DominantResourceFairness:
 
         by_id = {job.id: job for job in jobs}
         over_full = self.params.minimum_when_full
+        # Jobs given their minimum over a full pool, worded once per shape and GPUs left.
+        over_full_reasons: dict[tuple[int, int, float], str] = {}
         needs: dict[tuple[int, int, float, float], str] = {}
 
         def serve(tenant: _Tenant) -> bool:
@@ -147,7 +149,12 @@ class DominantResourceFairness:
                     return True
                 if over_full:
                     workers[job.id] = minimum
-                    refused[job.id] = over_full_pool("DRF", job, minimum, pool)
+                    key = (minimum, job.gpus_per_worker, left[0])
+                    reason = over_full_reasons.get(key)
+                    if reason is None:
+                        reason = over_full_pool("DRF", job, minimum, pool)
+                        over_full_reasons[key] = reason
+                    refused[job.id] = reason
                     continue
                 workers[job.id] = 0
                 shape = (

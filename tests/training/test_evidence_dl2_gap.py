@@ -29,7 +29,7 @@ def test_the_paper_conditions_give_every_job_elasticity_and_parameter_servers() 
     in_place = next(c for c in paper if not c.restarts)
     assert in_place.applied([episode])[0].simulation().perf_options.restarts is False
     # Only the last condition reallocates running jobs, in place as the one before.
-    whole = [c for c in CONDITIONS if not c.keep_running]
+    whole = [c for c in CONDITIONS if not c.floor.keep_running]
     assert [c.key for c in whole] == ["paper-jobs-reallocated"]
     assert not whole[0].restarts
     shipped = next(c for c in CONDITIONS if c.key == "budget-10x")

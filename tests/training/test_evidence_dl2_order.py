@@ -60,7 +60,7 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
         # The heuristics train nothing: shown once per ordering, estimates and floor, with
         # the first condition that has them.
         ordering = None if condition.ordering is None else condition.ordering.name
-        setting = (ordering, condition.estimate_error, condition.minimum_when_full)
+        setting = (ordering, condition.estimate_error, condition.floor.minimum_when_full)
         for row in ("DRF scaling", "Optimus scaling", "as requested"):
             assert (f"| {condition.label} | {row} |" in body) is (setting not in settings)
         settings.add(setting)
