@@ -57,7 +57,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
     add_runner_arguments(
-        parser, default_processes=1, what="simulated episodes of dl2's RL and verdict"
+        parser,
+        default_processes=1,
+        what="simulated episodes of DL2's RL and verdict (dl2, dl2-srtf)",
     )
 
 
@@ -108,8 +110,13 @@ def run_train(args: argparse.Namespace) -> int:
     from training.dl2.trainer import Dl2Trainer
     from training.registry import Trainers, trainers
 
-    if args.policy != "dl2" and (args.ray is not None or args.processes != 1):
-        print("arbiter train: error: --processes and --ray apply to dl2 only", file=sys.stderr)
+    known = trainers()
+    plays = [t.name for t in known if isinstance(t, Dl2Trainer)]
+    if args.policy not in plays and (args.ray is not None or args.processes != 1):
+        print(
+            f"arbiter train: error: --processes and --ray apply to {' and '.join(plays)} only",
+            file=sys.stderr,
+        )
         return 2
     budget = {
         name: getattr(args, name)
@@ -157,9 +164,7 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"retrain job {job.id}", file=sys.stderr)
         # Where dl2 plays its episodes is the caller's machine, not the job's: not a request field.
         runner = runner_from_args(args)
-        registry = Trainers(
-            Dl2Trainer(runner) if t.name == Dl2Trainer.name else t for t in trainers()
-        )
+        registry = Trainers(type(t)(runner) if isinstance(t, Dl2Trainer) else t for t in known)
         out = run_retrain_job(sessions, cache, job.id, trainers=registry, on_progress=report)
     finally:
         close()

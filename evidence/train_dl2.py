@@ -1,18 +1,28 @@
-"""Train the DL2 model shipped with Arbiter: imitate DRF, fine-tune with PPO, judge, write.
+"""Train a DL2 model shipped with Arbiter: imitate a heuristic, fine-tune with PPO, judge, write.
 
-    .venv/bin/python -m evidence.train_dl2                 # writes the shipped model
+    .venv/bin/python -m evidence.train_dl2                 # the `dl2` profile's model
+    .venv/bin/python -m evidence.train_dl2 --profile dl2-srtf --updates 400 \
+        --episodes-per-update 4 --validate-every 20       # the `dl2-srtf` profile's model
     .venv/bin/python -m evidence.train_dl2 --quick --out /tmp/dl2.safetensors   # smoke run
 
+`--profile` names the served profile the model is for; its setting (the ordering the
+model plays behind, its floor, and the heuristic it imitates: the profile's scaling
+fallback, `training.dl2.episodes.ServedSetting`) applies to every step below, and the
+model is written where that profile's scaling policy reads its shipped model.
+
 Steps (docs/dl2.md; Peng et al., 2019, §4.2–4.3):
-1. Simulated decision log: the `dl2` profile with DRF scaling runs the training
-   episodes (windows of the shared Philly and Helios traces on scaled clusters).
-2. Supervised warm-up: cross-entropy on DRF's steps, replayed through DL2's round.
+1. Simulated decision log: the profile with the teacher's scaling (`dl2`: DRF) runs
+   the training episodes (windows of the shared Philly and Helios traces on scaled
+   clusters).
+2. Supervised warm-up: cross-entropy on the teacher's steps, replayed through DL2's
+   round.
 3. RL: PPO on the same episodes, the policy sampling, rewards = normalised progress
    (`--reward time-in-system`: minus the jobs' time in the system); the checkpoint
    with the best validation score (other windows) is kept.
 4. Judge on held-out episodes: the RL model ships only if it beats the warm-up
    model (as retraining activates a candidate only if it wins); both are also
-   scored against DRF and as-requested scaling in the same pipeline.
+   scored against the teacher's and as-requested scaling in the same setting, and
+   against the `drf` and `optimus` profiles.
 5. Write the winner (safetensors, configuration in the header) to `--out`.
 Timings of every step are printed; the run is deterministic for `--seed`.
 `--processes N` or `--ray ADDRESS` play the simulated episodes of steps 3–4 on
@@ -37,6 +47,7 @@ from simulator.perf import FAMILY_SOURCES
 from simulator.sweep_cli import add_runner_arguments, runner_from_args
 from training.dl2.episodes import (
     EpisodeSpec,
+    ServedSetting,
     held_out_episodes,
     training_episodes,
     validation_episodes,
@@ -52,7 +63,9 @@ from training.dl2.imitation import (
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
 from training.dl2.rollout import REWARDS
 
-DEFAULT_OUT = ROOT / "policies" / "learned" / "dl2" / "default" / "dl2.safetensors"
+SHIPPED_DIR = ROOT / "policies" / "learned" / "dl2" / "default"
+SERVED_PROFILES = ("dl2", "dl2-srtf")
+"""The profiles that serve a shipped DL2 model."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,10 @@ class Budget:
     train: list[EpisodeSpec]
     validation: list[EpisodeSpec]
     held_out: list[EpisodeSpec]
+    setting: ServedSetting
+    """The served profile's ordering and floor (already applied to the episodes)."""
+    teacher: str
+    """The scaling policy the warm-up imitates: `--teacher`, else the profile's fallback."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +98,21 @@ class WarmUp:
 def build_parser() -> argparse.ArgumentParser:
     """The command line; `evidence/evidence_dl2.py` reads its defaults to rebuild the warm-up."""
     parser = command_line(__doc__)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--profile",
+        choices=SERVED_PROFILES,
+        default="dl2",
+        help="the served profile the model is for: its ordering, floor and teacher",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: the profile's shipped model file"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--teacher", default="drf", help="scaling policy to imitate")
+    parser.add_argument(
+        "--teacher",
+        default=None,
+        help="scaling policy to imitate (default: the profile's fallback)",
+    )
     parser.add_argument("--jobs", type=int, default=80, help="jobs per episode")
     parser.add_argument("--imitation-epochs", type=int, default=20)
     parser.add_argument("--updates", type=int, default=80, help="PPO updates")
@@ -110,11 +139,22 @@ def build_parser() -> argparse.ArgumentParser:
 def budget(args: argparse.Namespace) -> Budget:
     """The default windows and budgets, or the smoke run's first few at 20 jobs each."""
     jobs = 20 if args.quick else int(args.jobs)
-    train, validation = training_episodes(jobs), validation_episodes(jobs)
-    held_out = held_out_episodes(jobs)
+    setting = ServedSetting.of(args.profile)
+    teacher = args.teacher or setting.teacher
+    train = setting.applied(training_episodes(jobs))
+    validation = setting.applied(validation_episodes(jobs))
+    held_out = setting.applied(held_out_episodes(jobs))
     if args.quick:
-        return Budget(jobs, 2, 2, train[:2], validation[:1], held_out[:1])
-    return Budget(jobs, int(args.imitation_epochs), int(args.updates), train, validation, held_out)
+        return Budget(jobs, 2, 2, train[:2], validation[:1], held_out[:1], setting, teacher)
+    epochs, updates = int(args.imitation_epochs), int(args.updates)
+    return Budget(jobs, epochs, updates, train, validation, held_out, setting, teacher)
+
+
+def out_path(args: argparse.Namespace) -> Path:
+    """`--out`, else the file the profile's scaling policy serves as its shipped model."""
+    if args.out is not None:
+        return Path(args.out)
+    return SHIPPED_DIR / ServedSetting.of(args.profile).shipped_file
 
 
 def warm_up(
@@ -151,16 +191,23 @@ def main(argv: list[str] | None = None) -> int:
     run = budget(args)
     epochs, updates = run.imitation_epochs, run.updates
     train, validation, held_out = run.train, run.validation, run.held_out
+    floor, ordering, teacher = run.setting.floor, run.setting.ordering, run.teacher
+    out = out_path(args)
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    print(
+        f"profile {args.profile}: ordering {ordering.name}, floor {floor.model_dump()}, "
+        f"teacher {teacher} scaling",
+        flush=True,
+    )
 
-    warmed = warm_up(train, args.teacher, epochs, args.seed)
+    warmed = warm_up(train, teacher, epochs, args.seed, floor=floor)
     warm = warmed.model
     timings["demonstrations_s"] = warmed.demonstrations_s
     timings["imitation_s"] = warmed.imitation_s
     print(
         f"demonstrations: {warmed.demonstrations} inferences from {len(train)} episodes "
-        f"of {args.teacher} ({warmed.demonstrations_s:.1f} s)",
+        f"of {teacher} ({warmed.demonstrations_s:.1f} s)",
         flush=True,
     )
     if warmed.log:
@@ -177,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         updates=updates,
         episodes_per_update=args.episodes_per_update,
         validate_every=args.validate_every,
+        floor=floor,
         reward=args.reward,
     )
 
@@ -203,10 +251,18 @@ def main(argv: list[str] | None = None) -> int:
 
         clock = time.perf_counter()
         with one_thread():
-            verdict = compare(tuned, warm, held_out, runner=runner)
+            verdict = compare(tuned, warm, held_out, runner=runner, floor=floor)
             baselines: list[Score] = [
-                score(teacher_profile(name), held_out, name=f"{name} scaling", runner=runner)
-                for name in (args.teacher, "as_requested")
+                score(
+                    teacher_profile(name, floor=floor, ordering=ordering),
+                    held_out,
+                    name=f"{name} scaling",
+                    runner=runner,
+                )
+                for name in (teacher, "as_requested")
+            ] + [
+                score(name, held_out, name=f"profile {name}", runner=runner)
+                for name in ("drf", "optimus")
             ]
         timings["evaluation_s"] = time.perf_counter() - clock
     shipped = tuned if verdict.candidate_wins else warm
@@ -217,10 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {baseline.name:22s} {baseline.mean_avg_jct_s:8.0f} s")
     print(f"shipping the {'RL-tuned' if verdict.candidate_wins else 'imitation'} model")
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(shipped.to_bytes())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(shipped.to_bytes())
     timings["total_s"] = time.perf_counter() - started
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
     print("timings: " + json.dumps({k: round(v, 1) for k, v in timings.items()}))
     return 0
 

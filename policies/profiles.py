@@ -130,6 +130,18 @@ def builtin_profiles() -> list[Profile]:
             fallback={Stage.SCALING: choice("drf")},
         ),
         Profile(
+            name="dl2-srtf",
+            description=(
+                "DL2 behind SRTF (preemptive, reads duration estimates): every waiting job "
+                "gets its minimum even over a full pool, then a policy network trained in "
+                "that setting (imitating Optimus, then RL) adds workers and parameter "
+                "servers. Falls back to Optimus scaling with the same floor."
+            ),
+            ordering=choice("srtf"),
+            scaling=choice("dl2_srtf", minimum_when_full=True),
+            fallback={Stage.SCALING: choice("optimus", minimum_when_full=True)},
+        ),
+        Profile(
             name="fifo-backfill",
             description="FIFO that lets later jobs start when the head does not fit.",
             ordering=choice("fifo", backfill=True),

@@ -54,6 +54,7 @@ from policies.reclaim.random_servers import RandomReclaim
 from policies.scaling.aryl_mckp import ArylKnapsack
 from policies.scaling.as_requested import AsRequested
 from policies.scaling.dl2 import Dl2Scaling
+from policies.scaling.dl2_srtf import Dl2SrtfScaling
 from policies.scaling.drf import DominantResourceFairness
 from policies.scaling.oasis import OasisScaling
 from policies.scaling.optimus import Optimus
@@ -213,6 +214,7 @@ def build_registry() -> Registry:
             PolicySpec(AsRequested),
             PolicySpec(DominantResourceFairness),
             PolicySpec(Dl2Scaling),
+            PolicySpec(Dl2SrtfScaling),
             PolicySpec(Optimus),
             PolicySpec(OasisScaling),
             PolicySpec(ArylKnapsack),

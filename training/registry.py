@@ -187,8 +187,11 @@ class Trainers:
 
 def trainers() -> Trainers:
     """Every trainer Arbiter has. The one place a learned policy's trainer is registered."""
-    from training.dl2.trainer import Dl2Trainer  # noqa: PLC0415 - light; torch loads on train
+    from training.dl2.trainer import (  # noqa: PLC0415 - light; torch loads on train
+        Dl2SrtfTrainer,
+        Dl2Trainer,
+    )
     from training.dual_agent.trainer import DualAgentTrainer  # noqa: PLC0415
     from training.relmas.trainer import RelmasTrainer  # noqa: PLC0415
 
-    return Trainers([Dl2Trainer(), DualAgentTrainer(), RelmasTrainer()])
+    return Trainers([Dl2Trainer(), Dl2SrtfTrainer(), DualAgentTrainer(), RelmasTrainer()])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -30,7 +31,7 @@ from policies.decision import ScalingResult, Stage
 from policies.learned import weights
 from policies.learned.dl2.features import Allocation, play
 from policies.learned.dl2.network import Dl2Model
-from policies.learned.dl2.shipped import shipped_model
+from policies.learned.dl2.shipped import SHIPPED_FILE, shipped_model
 from policies.learned.models import (
     LatencyBudgetExceededError,
     ModelBlob,
@@ -73,6 +74,9 @@ class Dl2Scaling(weights.ServesModel[Dl2Model]):
     )
     Params: ClassVar[type[Dl2Params]] = Dl2Params
     model_key: ClassVar[str] = "dl2"
+    shipped_file: ClassVar[str] = SHIPPED_FILE
+    """The model served while no version of `model_key` is active
+    (:mod:`policies.learned.dl2.shipped`)."""
 
     def __init__(self, params: Dl2Params, model: ModelBlob | None = None) -> None:
         self.params = params
@@ -80,7 +84,7 @@ class Dl2Scaling(weights.ServesModel[Dl2Model]):
             model,
             use_shipped=params.use_shipped_model,
             read=Dl2Model.from_bytes,
-            shipped=shipped_model,
+            shipped=partial(shipped_model, self.shipped_file),
             what="DL2",
         )
         self._serve(served)

@@ -78,7 +78,7 @@ def test_train_refuses_processes_for_a_policy_that_plays_no_episodes_there(
     status = main(["train", "relmas", "--processes", "2"])
 
     assert status == 2
-    assert "apply to dl2 only" in capsys.readouterr().err
+    assert "apply to dl2 and dl2-srtf only" in capsys.readouterr().err
 
 
 def test_worker_without_redis_says_why_it_cannot_run(

@@ -26,6 +26,7 @@ from training.registry import trainers
 
 TINY_BUDGETS: dict[str, dict[str, Any]] = {
     "dl2": TINY_BUDGET,
+    "dl2-srtf": TINY_BUDGET,
     "dual-agent": {
         "updates": 1,
         "epochs": 1,

@@ -16,7 +16,7 @@ from policies.decision import JobStatus, Stage
 from policies.engine import Pipeline
 from policies.learned.dl2.features import ADD_BOTH, ADD_PS, ADD_WORKER, Allocation, Dl2Config
 from policies.learned.dl2.network import Dl2Model
-from policies.learned.dl2.shipped import shipped_bytes, shipped_model
+from policies.learned.dl2.shipped import SHIPPED_SRTF_FILE, shipped_bytes, shipped_model
 from policies.learned.models import (
     InvalidActionError,
     ModelBlob,
@@ -28,7 +28,7 @@ from policies.profiles import Profile, load_profiles
 from policies.protocols import ScalingPolicy
 from policies.registry import build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
-from tests.policies.builders import ctx, job, node, running, snap
+from tests.policies.builders import ctx, decide, job, node, running, snap, statuses
 from tests.policies.checks import assert_valid_decision
 
 REGISTRY = build_registry()
@@ -320,6 +320,53 @@ def test_the_shipped_model_loads_and_names_its_version() -> None:
     decision = Pipeline.build(PROFILE, REGISTRY).decide(elastic_snapshot(), decision_id="d")
     assert decision.fallback is None
     assert decision.policies[Stage.SCALING.value].version == f"1+{shipped.version}"
+
+
+def test_the_dl2_srtf_profile_serves_its_own_shipped_model() -> None:
+    ours, theirs = shipped_model(SHIPPED_SRTF_FILE), shipped_model()
+    assert ours.version.startswith("shipped-")
+    assert ours.version != theirs.version
+    assert len(shipped_bytes(SHIPPED_SRTF_FILE)) < 512 * 1024
+    decision = Pipeline.build(load_profiles(REGISTRY)["dl2-srtf"], REGISTRY).decide(
+        elastic_snapshot(), decision_id="d"
+    )
+    assert decision.fallback is None
+    assert decision.policies[Stage.SCALING.value].version == f"1+{ours.version}"
+
+
+def test_the_dl2_srtf_profile_stops_a_long_job_for_a_short_one_where_dl2_waits() -> None:
+    # A long job holds the only node; a short elastic one (minimum 2) arrives.
+    snapshot = snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(8))}, workers=8, estimated_duration_s=50_000),
+            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
+                submit_time=10),
+        ],
+    )  # fmt: skip
+    preemptive = decide(snapshot, "dl2-srtf")
+    assert preemptive.fallback is None
+    assert statuses(preemptive) == {"long": JobStatus.PREEMPTED, "short": JobStatus.STARTED}
+    assert statuses(decide(snapshot, "dl2")) == {
+        "long": JobStatus.RUNNING,
+        "short": JobStatus.PENDING,
+    }
+
+
+def test_the_dl2_srtf_profile_falls_back_to_optimus_with_the_same_floor() -> None:
+    profile = load_profiles(REGISTRY)["dl2-srtf"]
+    models = StaticModels(
+        {"dl2-srtf": ModelBlob(policy="dl2-srtf", version="v1", weights=b"garbage!")}
+    )
+    decision = Pipeline.build(profile, REGISTRY, models).decide(elastic_snapshot(), decision_id="d")
+    assert decision.fallback is not None
+    assert decision.fallback.policy == "optimus"
+    assert "model version 'v1' did not load" in decision.fallback.reason
+    fallback = profile.fallback[Stage.SCALING]
+    assert fallback.params == {"minimum_when_full": True} == profile.scaling.params
+    # The other DL2 profile's versions are not this one's.
+    served = Pipeline.build(PROFILE, REGISTRY, models).decide(elastic_snapshot(), decision_id="d")
+    assert served.fallback is None
 
 
 # -- falling back -------------------------------------------------------------------------------

@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
+from policies.common.pool import DEFAULT_FLOOR, FloorParams
 from policies.learned.dl2.features import Dl2Config
 from policies.learned.dl2.network import Dl2Model
+from policies.learned.dl2.shipped import shipped_model
 from policies.model import to_builtins
 from policies.registry import build_registry
 from simulator.deciders import EngineDecider
-from training.dl2.episodes import EpisodeSpec
+from training.dl2.episodes import EpisodeSpec, ServedSetting
+from training.dl2.evaluation import score
 from training.dl2.imitation import demonstrations, simulated_records, teacher_profile
 from training.dl2.logged import FINISHED, logged_episodes
 from training.dl2.retrain import (
@@ -24,6 +27,8 @@ from training.dl2.retrain import (
     RetrainResult,
     retrain,
 )
+from training.dl2.trainer import Dl2Trainer
+from training.registry import trainers
 
 TINY = RetrainBudget(
     imitation_epochs=2,
@@ -292,3 +297,45 @@ def test_a_logged_window_replays_each_job_for_the_run_its_caller_reported(
     assert {j.id: j.estimate_s for j in replayed.job_specs()} == {
         j.id: 3 * j.estimate_s for j in rigid.job_specs()
     }
+
+
+def test_each_served_dl2_profile_names_its_models_ordering_floor_and_teacher() -> None:
+    fifo, srtf = ServedSetting.of("dl2"), ServedSetting.of("dl2-srtf")
+    assert (fifo.ordering.name, fifo.floor, fifo.teacher) == ("fifo", DEFAULT_FLOOR, "drf")
+    assert (srtf.ordering.name, srtf.floor, srtf.teacher) == (
+        "srtf",
+        FloorParams(minimum_when_full=True),
+        "optimus",
+    )
+    with pytest.raises(ValueError, match="serves no DL2 model"):
+        ServedSetting.of("optimus")
+
+
+def test_each_dl2_trainer_retrains_the_model_key_its_profile_serves() -> None:
+    found = {t.name: t for t in trainers() if isinstance(t, Dl2Trainer)}
+    assert set(found) == {"dl2", "dl2-srtf"}
+    for name, trainer in found.items():
+        setting = ServedSetting.of(trainer.profile)
+        assert setting.model_key == name
+        assert trainer.shipped_version() == shipped_model(setting.shipped_file).version
+    assert found["dl2"].shipped_version() != found["dl2-srtf"].shipped_version()
+
+
+def test_a_retraining_in_the_srtf_setting_judges_both_models_behind_srtf_with_its_floor(
+    episode: EpisodeSpec, incumbent: Dl2Model
+) -> None:
+    setting = ServedSetting.of("dl2-srtf")
+    records = list(simulated_records([episode], teacher_profile("drf")))
+
+    result = retrain(
+        records,
+        incumbent,
+        TINY,
+        episodes=EpisodeSets(training=[episode], validation=[], held_out=[episode]),
+        setting=setting,
+    )
+
+    behind_srtf = score(incumbent, setting.applied([episode]), floor=setting.floor)
+    assert result.comparison.incumbent.episodes == behind_srtf.episodes
+    # The setting matters on this episode: behind FIFO the same model schedules otherwise.
+    assert behind_srtf.episodes != score(incumbent, [episode]).episodes

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from policies.common.pool import FloorParams
+from policies.decision import Stage
 from policies.profiles import PolicyChoice, Profile, load_profiles
-from policies.registry import Registry
+from policies.registry import Registry, build_registry
+from policies.scaling.dl2 import Dl2Scaling
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.core import SimOptions, Simulation
 from simulator.paths import clusters_dir, traces_dir
@@ -153,6 +156,46 @@ def dl2_profile(registry: Registry, ordering: PolicyChoice | None = None) -> Pro
     """The `dl2` profile, behind `ordering` when given (:attr:`EpisodeSpec.ordering`)."""
     profile = load_profiles(registry)["dl2"]
     return profile if ordering is None else profile.model_copy(update={"ordering": ordering})
+
+
+@dataclass(frozen=True)
+class ServedSetting:
+    """What a served DL2 profile fixes for the model it serves: the ordering the model
+    plays behind, its floor, and the heuristic its warm-up imitates (the profile's
+    scaling fallback, which answers whenever the model cannot). A model is trained,
+    validated and judged in its profile's setting, so that it learns what it is served
+    in (docs/dl2.md)."""
+
+    profile: str
+    ordering: PolicyChoice
+    floor: FloorParams
+    teacher: str
+    model_key: str
+    """The key the profile's model versions are stored under (its trainer's name)."""
+    shipped_file: str
+    """The model the profile serves while no version is active."""
+
+    @classmethod
+    def of(cls, profile: str, registry: Registry | None = None) -> ServedSetting:
+        """The setting of the built-in profile `profile` (`dl2` or `dl2-srtf`); KeyError
+        when there is no such profile, ValueError when it serves no DL2 model."""
+        reg = registry or build_registry()
+        found = load_profiles(reg)[profile]
+        policy = reg.spec(Stage.SCALING, found.scaling.name).cls
+        fallback = found.fallback.get(Stage.SCALING)
+        if not issubclass(policy, Dl2Scaling) or fallback is None:
+            raise ValueError(f"profile {profile!r} serves no DL2 model with a scaling fallback")
+        fields = FloorParams.model_fields
+        floor = FloorParams.model_validate(
+            {k: v for k, v in found.scaling.params.items() if k in fields}
+        )
+        return cls(
+            profile, found.ordering, floor, fallback.name, policy.model_key, policy.shipped_file
+        )
+
+    def applied(self, episodes: Sequence[EpisodeSpec]) -> list[EpisodeSpec]:
+        """`episodes` played behind this setting's ordering."""
+        return [dataclasses.replace(e, ordering=self.ordering) for e in episodes]
 
 
 def _resolve(name: str, folder: Path) -> Path:

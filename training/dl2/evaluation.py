@@ -182,17 +182,22 @@ def compare(
     *,
     registry: Registry | None = None,
     runner: Runner | None = None,
+    floor: FloorParams = DEFAULT_FLOOR,
 ) -> Comparison:
-    """The candidate against the incumbent (the active model, or a heuristic's profile)."""
+    """The candidate against the incumbent (the active model, or a heuristic's profile);
+    `floor` is both models' (`contender_pipeline`)."""
     reg = registry or build_registry()
     return Comparison(
-        candidate=score(candidate, episodes, name="candidate", registry=reg, runner=runner),
+        candidate=score(
+            candidate, episodes, name="candidate", registry=reg, runner=runner, floor=floor
+        ),
         incumbent=score(
             incumbent,
             episodes,
             name=_label(incumbent) if not isinstance(incumbent, Dl2Model) else "incumbent",
             registry=reg,
             runner=runner,
+            floor=floor,
         ),
     )
 

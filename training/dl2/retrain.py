@@ -47,6 +47,7 @@ from policies.learned.dl2.network import Dl2Model
 from simulator.sweep import InProcess, Runner
 from training.dl2.episodes import (
     EpisodeSpec,
+    ServedSetting,
     held_out_episodes,
     training_episodes,
     validation_episodes,
@@ -158,6 +159,7 @@ def retrain(
     episodes: EpisodeSets | None = None,
     on_progress: Progress | None = None,
     runner: Runner | None = None,
+    setting: ServedSetting | None = None,
 ) -> RetrainResult:
     """A candidate DL2 model from decision records, judged against `incumbent`.
 
@@ -167,10 +169,19 @@ def retrain(
     is asked for (none has a scaling DL2 can replay), when there is no
     held-out episode to judge on, or when RL has no episode to play.
     `incumbent` is not changed. `runner` plays the simulated episodes (default: in
-    this process).
+    this process). `setting` is the served profile's (default: the `dl2` profile's): every
+    episode, logged or simulated, plays behind its ordering, and the floor is the
+    candidate's, the incumbent's and the replayed records'.
     """
     report = on_progress or (lambda _stage, _fraction: None)
-    sets = episodes or EpisodeSets.for_budget(budget)
+    served = setting or ServedSetting.of("dl2")
+    floor = served.floor
+    given = episodes or EpisodeSets.for_budget(budget)
+    sets = EpisodeSets(
+        training=served.applied(given.training),
+        validation=served.applied(given.validation),
+        held_out=served.applied(given.held_out),
+    )
     if not sets.held_out:
         raise RetrainError("no held-out episode to judge the candidate on")
     timings: dict[str, float] = {}
@@ -180,7 +191,7 @@ def retrain(
         clock = time.perf_counter()
         report("demonstrations", 0.0)
         rows = list(records)
-        data = demonstrations(rows, config)
+        data = demonstrations(rows, config, floor=floor)
         logged = logged_episodes(rows, budget.jobs, seed=seed)
         timings["demonstrations"] = time.perf_counter() - clock
         report("demonstrations", 1.0)
@@ -194,6 +205,7 @@ def retrain(
         own, log_held_out = (
             logged.split_newest() if budget.logged_held_out else (logged.episodes, ())
         )
+        own, log_held_out = tuple(served.applied(own)), tuple(served.applied(log_held_out))
         rl_episodes: RlEpisodes = "none"
         training: Sequence[EpisodeSpec] = ()
         if budget.updates > 0:
@@ -232,6 +244,7 @@ def retrain(
                 updates=budget.updates,
                 episodes_per_update=budget.episodes_per_update,
                 validate_every=budget.validate_every if sets.validation else 0,
+                floor=floor,
             )
 
             def after_update(row: dict[str, float]) -> None:
@@ -251,9 +264,11 @@ def retrain(
         clock = time.perf_counter()
         report("evaluation", 0.0)
         with one_thread():
-            comparison = compare(candidate, incumbent, sets.held_out, runner=run)
+            comparison = compare(candidate, incumbent, sets.held_out, runner=run, floor=floor)
             log_verdict = (
-                compare(candidate, incumbent, log_held_out, runner=run) if log_held_out else None
+                compare(candidate, incumbent, log_held_out, runner=run, floor=floor)
+                if log_held_out
+                else None
             )
         timings["evaluation"] = time.perf_counter() - clock
         report("evaluation", 1.0)

@@ -1,4 +1,10 @@
-"""DL2's trainer in the registry (:mod:`training.registry`): its budget, incumbent and run.
+"""DL2's trainers in the registry (:mod:`training.registry`): budget, incumbent and run.
+
+Two trainers, one per served profile with a model of its own: `dl2` (the `dl2`
+profile, FIFO with backfill) and `dl2-srtf` (the `dl2-srtf` profile: SRTF, every
+waiting job its minimum). Each retrains its own model key in its profile's setting
+(:class:`training.dl2.episodes.ServedSetting`): the ordering every episode plays
+behind, and the floor of the model, of the incumbent and of the replayed records.
 
 The run is :func:`training.dl2.retrain.retrain` (imitation of the window's logged
 decisions, PPO in the simulator, the verdict on held-out episodes); this module
@@ -52,6 +58,9 @@ class Dl2Trainer:
     summary: ClassVar[str] = (
         "Imitation of the logged decisions, then PPO in the simulator (Peng et al., 2019)."
     )
+    profile: ClassVar[str] = "dl2"
+    """The served profile whose model this trainer retrains, and whose setting it trains in
+    (its model key and shipped model, the incumbent while no version is active, included)."""
     stages: ClassVar[tuple[str, ...]] = ("demonstrations", "imitation", "rl", "evaluation")
     Budget: ClassVar[type[TrainingBudget]] = Dl2Budget
     needs_logged_decisions: ClassVar[bool] = True
@@ -64,8 +73,9 @@ class Dl2Trainer:
 
     def shipped_version(self) -> str:
         from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415 - torch
+        from training.dl2.episodes import ServedSetting  # noqa: PLC0415
 
-        return shipped_model().version
+        return shipped_model(ServedSetting.of(self.profile).shipped_file).version
 
     def check(self, weights: bytes) -> None:
         from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch
@@ -84,12 +94,14 @@ class Dl2Trainer:
     ) -> Candidate:
         from policies.learned.dl2.network import Dl2Model  # noqa: PLC0415 - torch
         from policies.learned.dl2.shipped import shipped_model  # noqa: PLC0415
+        from training.dl2.episodes import ServedSetting  # noqa: PLC0415
         from training.dl2.retrain import retrain  # noqa: PLC0415
 
+        setting = ServedSetting.of(self.profile)
         model = (
             Dl2Model.from_bytes(incumbent.weights)
             if incumbent.weights is not None
-            else shipped_model().model
+            else shipped_model(setting.shipped_file).model
         )
         if not isinstance(budget, Dl2Budget):
             budget = Dl2Budget.model_validate(budget.model_dump())
@@ -101,6 +113,7 @@ class Dl2Trainer:
             start=start,
             on_progress=on_progress,
             runner=self.runner,
+            setting=setting,
         )
         return Candidate(
             weights=result.model.to_bytes(),
@@ -108,3 +121,14 @@ class Dl2Trainer:
             wins=result.candidate_wins,
             model_meta=result.model.meta(),
         )
+
+
+class Dl2SrtfTrainer(Dl2Trainer):
+    """The `dl2-srtf` profile's model: the same run, behind SRTF with its floor."""
+
+    name: ClassVar[str] = "dl2-srtf"
+    summary: ClassVar[str] = (
+        "DL2 behind SRTF: imitation of the logged decisions, then PPO in the simulator, "
+        "every waiting job given its minimum (Peng et al., 2019)."
+    )
+    profile: ClassVar[str] = "dl2-srtf"
