@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-instructions bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-instructions bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-dl2-srtf results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dl2-srtf-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -88,8 +88,14 @@ results-dl2-room: $(STAMP) ## How far any scaling could go below DRF on DL2's he
 results-dl2-order: $(STAMP) ## DL2 trained behind FIFO with backfill and behind SRTF: teachers (DRF, Optimus, as requested), rewards, a 10x budget, estimates off, every waiting job its minimum; beside the drf and optimus profiles (section dl2-order, 20 min on the last machine)
 	$(BIN)/python -m evidence.evidence_dl2_order --processes 2
 
+results-dl2-srtf: $(STAMP) ## The dl2-srtf profile's shipped model and its warm-up vs the heuristics behind SRTF and the drf and optimus profiles (section dl2-srtf, a few minutes)
+	$(BIN)/python -m evidence.evidence_dl2_srtf --processes 2
+
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
 	$(BIN)/python -m evidence.train_dl2
+
+dl2-srtf-model: $(STAMP) ## Retrain the dl2-srtf profile's shipped model: behind SRTF, imitating Optimus, 400 PPO updates x 4 episodes (about 3.5 min here)
+	$(BIN)/python -m evidence.train_dl2 --profile dl2-srtf --updates 400 --episodes-per-update 4 --validate-every 20 --processes 2
 
 relmas-model: $(STAMP) ## Retrain the shipped RELMAS model in the accelerator simulator (about 7 min here)
 	$(BIN)/python -m evidence.train_relmas

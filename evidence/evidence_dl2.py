@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evidence.runner import Stopwatch, add_out, command_line, machine, write_section
@@ -182,7 +182,7 @@ def run(quick: bool) -> Results:
     plan = budget(defaults)
     default_args = build_parser().parse_args([])
     default_plan = budget(default_args)
-    warmed = warm_up(plan.train, defaults.teacher, plan.imitation_epochs, defaults.seed)
+    warmed = warm_up(plan.train, plan.teacher, plan.imitation_epochs, defaults.seed)
     warm_up_s = warmed.demonstrations_s + warmed.imitation_s
     print(
         f"warm-up: {warmed.demonstrations} demonstrations, "
@@ -248,11 +248,21 @@ def wins(ours: Score, theirs: Score) -> int:
     )
 
 
+def pooled_scores(
+    sets: Sequence[EpisodeSet], scores: Mapping[tuple[str, str], Score], keys: Sequence[str]
+) -> dict[str, Score]:
+    """Each contender over every episode of every set (each episode weighing the same)."""
+    out = {}
+    for key in keys:
+        episodes = tuple(e for s in sets for e in scores[(s.name, key)].episodes)
+        mean = sum(e.avg_jct_s for e in episodes) / len(episodes)
+        out[key] = Score(name=key, mean_avg_jct_s=mean, episodes=episodes)
+    return out
+
+
 def pooled(results: Results, key: str) -> Score:
     """A contender over every episode of every set (each episode weighing the same)."""
-    episodes = tuple(e for s in results.sets for e in results.scores[(s.name, key)].episodes)
-    mean = sum(e.avg_jct_s for e in episodes) / len(episodes)
-    return Score(name=key, mean_avg_jct_s=mean, episodes=episodes)
+    return pooled_scores(results.sets, results.scores, [key])[key]
 
 
 def mean_queue(result: Score) -> float:

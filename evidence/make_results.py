@@ -58,7 +58,7 @@ A long queue slows every round, so the rate falls as the queue grows. Beside FIF
 (RELATIVE_COST, measured beside it): Tiresias and SRTF cost 0.7–1.0× (Tiresias
 155 s on the Philly fortnight ×1.15), DL2's network 1.5×, OASiS 3× (Alibaba,
 compressed) to 18× (Helios week, recorded); the dual agent replays about 44 jobs
-per CPU-second whatever the queue (OWN_RATE). All 18 profiles × 3 seeds × 2 loads
+per CPU-second whatever the queue (OWN_RATE). All 19 profiles × 3 seeds × 2 loads
 would take hours, so the plan (CASES) spends seeds where a sentence compares and one
 where a row is only shown; Tiresias against FIFO gets ten seeds wherever a run is
 cheap (PAIR_SEEDS):
@@ -137,6 +137,7 @@ PREFERRED_ORDER = (
     "spread",
     "random",
     "dl2",
+    "dl2-srtf",
     "aryl",
     "static",
     "oasis",
