@@ -275,7 +275,7 @@ def completed(result: Score) -> int:
     return sum(e.jobs_completed for e in result.episodes)
 
 
-def _pct(value: float) -> str:
+def pct(value: float) -> str:
     if round(value * 100, 1) == 0:
         return "±0.0 %"
     return f"{value * 100:+.1f} %".replace("-", "−")
@@ -285,8 +285,8 @@ def _share(value: float, digits: int = 1) -> str:
     return f"{value * 100:.{digits}f} %"
 
 
-def _cell(ours: Score, theirs: Score) -> str:
-    return f"{_pct(change(ours, theirs))} ({wins(ours, theirs)}/{len(ours.episodes)})"
+def cell(ours: Score, theirs: Score) -> str:
+    return f"{pct(change(ours, theirs))} ({wins(ours, theirs)}/{len(ours.episodes)})"
 
 
 Row = tuple[str, dict[str, Score]]
@@ -349,19 +349,19 @@ def render(results: Results) -> str:
         "| episode set | RL vs DRF scaling | RL vs Optimus scaling | RL vs `drf` | "
         "RL vs `optimus` | RL vs warm-up | warm-up vs DRF scaling |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| paper (Peng et al., 2019) | {_pct(-PAPER_CUT['drf'])} | "
-        f"{_pct(-PAPER_CUT['optimus'])} | {_pct(-PAPER_CUT['drf'])} | "
-        f"{_pct(-PAPER_CUT['optimus'])} | | |",
+        f"| paper (Peng et al., 2019) | {pct(-PAPER_CUT['drf'])} | "
+        f"{pct(-PAPER_CUT['optimus'])} | {pct(-PAPER_CUT['drf'])} | "
+        f"{pct(-PAPER_CUT['optimus'])} | | |",
     ]
     for name, by_key in rows:
         rl = by_key["rl"]
         cells = [
-            _cell(rl, by_key["drf_scaling"]),
-            _cell(rl, by_key["optimus_scaling"]),
-            _cell(rl, by_key["drf"]),
-            _cell(rl, by_key["optimus"]),
-            _cell(rl, by_key["warm"]),
-            _cell(by_key["warm"], by_key["drf_scaling"]),
+            cell(rl, by_key["drf_scaling"]),
+            cell(rl, by_key["optimus_scaling"]),
+            cell(rl, by_key["drf"]),
+            cell(rl, by_key["optimus"]),
+            cell(rl, by_key["warm"]),
+            cell(by_key["warm"], by_key["drf_scaling"]),
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
 
@@ -400,22 +400,22 @@ def _reading(results: Results, rows: Sequence[Row]) -> list[str]:
         "**Reading.**",
         "",
         f"* **Beside the paper.** Over all {len(rl.episodes)} episodes DL2 RL changes the "
-        f"mean average JCT by {_pct(change(rl, total['drf']))} against `drf` and "
-        f"{_pct(change(rl, total['optimus']))} against `optimus` (the paper: −44.1 % and "
+        f"mean average JCT by {pct(change(rl, total['drf']))} against `drf` and "
+        f"{pct(change(rl, total['optimus']))} against `optimus` (the paper: −44.1 % and "
         f"−17.5 %); as scaling stages in one pipeline, "
-        f"{_pct(change(rl, total['drf_scaling']))} against DRF and "
-        f"{_pct(change(rl, total['optimus_scaling']))} against Optimus. Against DRF "
-        f"scaling it is {_pct(vs_drf['held-out'])} on the held-out windows "
-        f"`train_dl2.py` judges on, and {_pct(min(others))} to {_pct(max(others))} on "
+        f"{pct(change(rl, total['drf_scaling']))} against DRF and "
+        f"{pct(change(rl, total['optimus_scaling']))} against Optimus. Against DRF "
+        f"scaling it is {pct(vs_drf['held-out'])} on the held-out windows "
+        f"`train_dl2.py` judges on, and {pct(min(others))} to {pct(max(others))} on "
         "the other sets. "
         + (
             "Both of the paper's margins are matched."
             if reproduced
             else "The paper's margins are not reproduced here."
         ),
-        f"* **RL over imitation:** {_pct(change(rl, warm))} "
+        f"* **RL over imitation:** {pct(change(rl, warm))} "
         f"pooled, faster in {wins(rl, warm)} of {len(rl.episodes)} episodes. The warm-up "
-        f"model alone is {_pct(change(warm, total['drf_scaling']))} against its teacher, "
+        f"model alone is {pct(change(warm, total['drf_scaling']))} against its teacher, "
         "DRF.",
         "* **Little room for scaling.** Every policy that grows jobs here first lets running "
         "jobs keep what they hold and starts waiting jobs at their minimum (the floor, "
@@ -441,8 +441,8 @@ def _reading(results: Results, rows: Sequence[Row]) -> list[str]:
         "using servers, DRF scaling does better, not worse, and DL2's margin over it "
         "does not grow.",
         f"* **Optimus.** As a scaling stage it is "
-        f"{_pct(change(total['optimus_scaling'], total['drf_scaling']))} against DRF; as "
-        f"a profile it is {_pct(change(total['optimus'], total['drf']))} against `drf`"
+        f"{pct(change(total['optimus_scaling'], total['drf_scaling']))} against DRF; as "
+        f"a profile it is {pct(change(total['optimus'], total['drf']))} against `drf`"
         + (
             ", the best contender over all episodes"
             if best.key == "optimus"
@@ -454,8 +454,8 @@ def _reading(results: Results, rows: Sequence[Row]) -> list[str]:
         "backfill and does not learn the order.",
         f"* **Contention.** On {busiest[0]}, the most contended set "
         f"({mean_queue(busiest[1]['drf_scaling']):,.0f} s of queueing), RL is "
-        f"{_pct(vs_drf[busiest[0]])} against DRF scaling; on {calmest[0]}, the least "
-        f"({mean_queue(calmest[1]['drf_scaling']):,.0f} s), {_pct(vs_drf[calmest[0]])}, "
+        f"{pct(vs_drf[busiest[0]])} against DRF scaling; on {calmest[0]}, the least "
+        f"({mean_queue(calmest[1]['drf_scaling']):,.0f} s), {pct(vs_drf[calmest[0]])}, "
         f"with the four growing policies within {_share(spread(calmest[1]))} of each other"
         + (
             ": where nothing waits, growing every elastic job is right and all of them do it."

@@ -70,7 +70,9 @@ from evidence.evidence_dl2_gap import (
 )
 from evidence.runner import Stopwatch, machine, over_seeds, section_command
 from policies.common.pool import FloorParams
+from policies.decision import Stage
 from policies.profiles import PolicyChoice
+from policies.registry import build_registry
 from simulator.sweep_cli import runner_from_args
 from training.dl2.evaluation import EpisodeScore, score
 from training.dl2.reinforce import one_thread
@@ -315,22 +317,25 @@ def render(results: Results) -> str:
 def _shown(results: Results) -> list[tuple[Group, Contender]]:
     """Each group's rows, less the heuristics of a setting an earlier group showed: they
     do not train, so behind the same ordering, estimates and floor they are the same
-    figures."""
-    seen: set[tuple[str | None, float, bool]] = set()
+    figures (a heuristic without a floor, as requested, whatever the group's floor)."""
+    registry = build_registry()
+    floored = {
+        name: issubclass(registry.spec(Stage.SCALING, key).info.Params, FloorParams)
+        for key, name in NAMES.items()
+    }
+    seen: set[tuple[str, str | None, float, bool]] = set()
     shown = []
     for group in results.groups:
         condition = group.condition
-        ordering = condition.ordering
-        key = (
-            None if ordering is None else ordering.name,
-            condition.estimate_error,
-            condition.floor.minimum_when_full,
-        )
+        ordering = None if condition.ordering is None else condition.ordering.name
         for row in group.rows:
-            if key in seen and row.name in NAMES.values():
-                continue
+            if row.name in floored:
+                floor = floored[row.name] and condition.floor.minimum_when_full
+                key = (row.name, ordering, condition.estimate_error, floor)
+                if key in seen:
+                    continue
+                seen.add(key)
             shown.append((group, row))
-        seen.add(key)
     return shown
 
 
@@ -420,11 +425,11 @@ def _preemptions(results: Results) -> list[str]:
     return [
         "* **SRTF preempts only for a job that scaling gives workers.** The `optimus` profile "
         "stops no running job on these windows, as requested behind the same ordering "
-        f"{_span(requested.preemptions)} times: Optimus scaling, DRF scaling and DL2 (but "
-        "in the group that gives every waiting job its minimum) give a waiting job no "
-        "workers once the running jobs hold the cluster, and the ordering stops a running "
-        "job only to start one that has workers. As-requested scaling gives every job its "
-        "request, so SRTF's preemption runs."
+        f"{_span(requested.preemptions)} times: once the running jobs hold the cluster, "
+        "Optimus scaling, DRF scaling and DL2 give a waiting job no workers (except where "
+        "every waiting job is given its minimum, next point), and the ordering stops "
+        "a running job only to start one that has workers. As-requested scaling gives every "
+        "job its request, so SRTF's preemption runs."
     ]
 
 

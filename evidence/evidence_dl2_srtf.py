@@ -33,12 +33,15 @@ from dataclasses import dataclass
 
 from evidence.evidence_dl2 import (
     PAPER_CUT,
+    Entry,
     EpisodeSet,
+    cell,
     change,
     completed,
     describe,
     episode_sets,
     mean_queue,
+    pct,
     pooled_scores,
     wins,
 )
@@ -57,15 +60,6 @@ PROFILE = "dl2-srtf"
 TARGET_CUT = {"drf": 0.20, "optimus": 0.05}
 """The targets set for Arbiter's DL2: mean JCT this far below the `drf` and `optimus`
 profiles on held-out windows."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One contender: a table column."""
-
-    key: str
-    label: str
-    contender: Contender
 
 
 @dataclass(frozen=True)
@@ -139,16 +133,6 @@ def run(quick: bool, runner_args: argparse.Namespace) -> Results:
     )
 
 
-def _pct(value: float) -> str:
-    if round(value * 100, 1) == 0:
-        return "±0.0 %"
-    return f"{value * 100:+.1f} %".replace("-", "−")
-
-
-def _cell(ours: Score, theirs: Score) -> str:
-    return f"{_pct(change(ours, theirs))} ({wins(ours, theirs)}/{len(ours.episodes)})"
-
-
 def _preemptions(result: Score) -> int:
     return sum(e.preemptions for e in result.episodes)
 
@@ -202,18 +186,18 @@ def render(results: Results) -> str:
         "| episode set | RL vs `drf` | RL vs `optimus` | RL vs Optimus scaling (its teacher, "
         "same floor) | RL vs warm-up | warm-up vs Optimus scaling |",
         "|---|---:|---:|---:|---:|---:|",
-        f"| target | {_pct(-TARGET_CUT['drf'])} | {_pct(-TARGET_CUT['optimus'])} | | | |",
-        f"| paper (Peng et al., 2019) | {_pct(-PAPER_CUT['drf'])} | "
-        f"{_pct(-PAPER_CUT['optimus'])} | | | |",
+        f"| target | {pct(-TARGET_CUT['drf'])} | {pct(-TARGET_CUT['optimus'])} | | | |",
+        f"| paper (Peng et al., 2019) | {pct(-PAPER_CUT['drf'])} | "
+        f"{pct(-PAPER_CUT['optimus'])} | | | |",
     ]
     for name, by_key in rows:
         rl, warm = by_key["rl"], by_key["warm"]
         cells = [
-            _cell(rl, by_key["drf"]),
-            _cell(rl, by_key["optimus"]),
-            _cell(rl, by_key["optimus_scaling"]),
-            _cell(rl, warm),
-            _cell(warm, by_key["optimus_scaling"]),
+            cell(rl, by_key["drf"]),
+            cell(rl, by_key["optimus"]),
+            cell(rl, by_key["optimus_scaling"]),
+            cell(rl, warm),
+            cell(warm, by_key["optimus_scaling"]),
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", *_reading(results, rows), "", *_setup(results)]
@@ -237,29 +221,29 @@ def _reading(results: Results, rows: Sequence[Row]) -> list[str]:
     return [
         "**Reading.**",
         "",
-        f"* **The targets, on the held-out windows:** DL2 RL is {_pct(change(rl, held['drf']))} "
-        f"against `drf` and {_pct(change(rl, held['optimus']))} against `optimus` (targets "
+        f"* **The targets, on the held-out windows:** DL2 RL is {pct(change(rl, held['drf']))} "
+        f"against `drf` and {pct(change(rl, held['optimus']))} against `optimus` (targets "
         f"−20 % and −5 %): "
         + ("both met." if _met(rl, held) else "not both met.")
         + f" Over all {len(total['rl'].episodes)} episodes: "
-        f"{_pct(change(total['rl'], total['drf']))} and "
-        f"{_pct(change(total['rl'], total['optimus']))}; both targets are met on "
+        f"{pct(change(total['rl'], total['drf']))} and "
+        f"{pct(change(total['rl'], total['optimus']))}; both targets are met on "
         f"{len(met_sets)} of the {len(rows) - 1} sets"
         + (f" ({', '.join(met_sets)})" if met_sets else "")
         + ".",
         "* **What the network adds** (one model, the shipped one; docs/dl2.md gives the "
         "spread over three training seeds on the held-out windows). Over all episodes RL is "
-        f"{_pct(change(total['rl'], total['warm']))} against its warm-up (faster in "
+        f"{pct(change(total['rl'], total['warm']))} against its warm-up (faster in "
         f"{wins(total['rl'], total['warm'])} of {len(total['rl'].episodes)} episodes) and "
-        f"{_pct(change(total['rl'], total['optimus_scaling']))} against Optimus scaling with "
+        f"{pct(change(total['rl'], total['optimus_scaling']))} against Optimus scaling with "
         f"the same ordering and floor, its teacher (faster in "
         f"{wins(total['rl'], total['optimus_scaling'])}). The warm-up alone is "
-        f"{_pct(change(total['warm'], total['optimus_scaling']))} against that teacher.",
+        f"{pct(change(total['warm'], total['optimus_scaling']))} against that teacher.",
         "* **Where the margin comes from.** Optimus scaling behind the same ordering and "
-        f"floor is {_pct(floor_gain)} against the `optimus` profile, which differs from it "
+        f"floor is {pct(floor_gain)} against the `optimus` profile, which differs from it "
         "only in the floor (a waiting job the pool has no room for gets no workers there, "
         "so SRTF never preempts for it), and "
-        f"{_pct(change(total['optimus_scaling'], total['drf']))} against `drf`. DL2 RL "
+        f"{pct(change(total['optimus_scaling'], total['drf']))} against `drf`. DL2 RL "
         f"preempts {_preemptions(total['rl'])} times over all episodes, the `optimus` "
         f"profile {_preemptions(total['optimus'])}.",
         f"* **Contention.** The most contended set is "

@@ -122,3 +122,15 @@ def next_snapshot(snapshot: Snapshot, decision: Decision, advance_s: float = 0.0
         tenants=snapshot.tenants,
         inference=snapshot.inference,
     )
+
+
+def full_cluster_with_a_short_job_waiting() -> Snapshot:
+    """A long job holds the only node; a short elastic one (minimum 2) arrives."""
+    return snap(
+        [node("n0")],
+        [
+            running("long", {"n0": tuple(range(8))}, workers=8, estimated_duration_s=50_000),
+            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
+                submit_time=10),
+        ],
+    )  # fmt: skip

@@ -28,7 +28,16 @@ from policies.profiles import Profile, load_profiles
 from policies.protocols import ScalingPolicy
 from policies.registry import build_registry
 from policies.scaling.dl2 import Dl2Params, Dl2Scaling
-from tests.policies.builders import ctx, decide, job, node, running, snap, statuses
+from tests.policies.builders import (
+    ctx,
+    decide,
+    full_cluster_with_a_short_job_waiting,
+    job,
+    node,
+    running,
+    snap,
+    statuses,
+)
 from tests.policies.checks import assert_valid_decision
 
 REGISTRY = build_registry()
@@ -335,15 +344,7 @@ def test_the_dl2_srtf_profile_serves_its_own_shipped_model() -> None:
 
 
 def test_the_dl2_srtf_profile_stops_a_long_job_for_a_short_one_where_dl2_waits() -> None:
-    # A long job holds the only node; a short elastic one (minimum 2) arrives.
-    snapshot = snap(
-        [node("n0")],
-        [
-            running("long", {"n0": tuple(range(8))}, workers=8, estimated_duration_s=50_000),
-            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
-                submit_time=10),
-        ],
-    )  # fmt: skip
+    snapshot = full_cluster_with_a_short_job_waiting()
     preemptive = decide(snapshot, "dl2-srtf")
     assert preemptive.fallback is None
     assert statuses(preemptive) == {"long": JobStatus.PREEMPTED, "short": JobStatus.STARTED}

@@ -5,7 +5,17 @@ from __future__ import annotations
 from policies.decision import JobStatus, ScalingResult
 from policies.model import JobState, Snapshot, Tenant
 from policies.registry import build_registry
-from tests.policies.builders import choice, ctx, decide, job, node, running, snap, statuses
+from tests.policies.builders import (
+    choice,
+    ctx,
+    decide,
+    full_cluster_with_a_short_job_waiting,
+    job,
+    node,
+    running,
+    snap,
+    statuses,
+)
 
 REGISTRY = build_registry()
 
@@ -213,20 +223,8 @@ def test_scaling_gives_no_workers_to_a_job_stranded_on_an_unhealthy_node() -> No
         assert snapshot.jobs_by_id["stranded"].state is JobState.RUNNING
 
 
-def _full_cluster_with_a_short_job_waiting() -> Snapshot:
-    """A long job holds the only node; a short elastic one (minimum 2) arrives."""
-    return snap(
-        [node("n0")],
-        [
-            running("long", {"n0": tuple(range(8))}, workers=8, estimated_duration_s=50_000),
-            job("short", workers=4, min_workers=2, max_workers=8, estimated_duration_s=600,
-                submit_time=10),
-        ],
-    )  # fmt: skip
-
-
 def test_a_waiting_job_gets_its_minimum_over_a_full_pool_only_when_asked() -> None:
-    snapshot = _full_cluster_with_a_short_job_waiting()
+    snapshot = full_cluster_with_a_short_job_waiting()
     for policy in ("drf", "optimus"):
         assert workers(scale(policy, snapshot)) == {"long": 8, "short": 0}, policy
         asked = scale(policy, snapshot, {"minimum_when_full": True})
@@ -237,7 +235,7 @@ def test_a_waiting_job_gets_its_minimum_over_a_full_pool_only_when_asked() -> No
 
 
 def test_srtf_preempts_for_a_shorter_job_only_when_scaling_gives_it_its_minimum() -> None:
-    snapshot = _full_cluster_with_a_short_job_waiting()
+    snapshot = full_cluster_with_a_short_job_waiting()
     for policy in ("drf", "optimus"):
         pool_bound = statuses(decide(snapshot, "optimus", scaling=choice(policy)))
         assert pool_bound == {"long": JobStatus.RUNNING, "short": JobStatus.PENDING}, policy

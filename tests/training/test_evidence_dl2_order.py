@@ -53,17 +53,19 @@ def test_quick_run_writes_every_condition_beside_the_two_profiles(tmp_path: Path
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nkept as it was\n")
     body = sections(text)["dl2-order"]
-    settings: set[tuple[str | None, float, bool]] = set()
+    settings: set[tuple[str, str | None, float, bool]] = set()
     for condition in CONDITIONS:
         for row in ("DL2, RL", "DL2, warm-up only"):
             assert f"| {condition.label} | {row} |" in body
         # The heuristics train nothing: shown once per ordering, estimates and floor, with
-        # the first condition that has them.
+        # the first condition that has them; as requested has no floor, so a floor never
+        # shows it again.
         ordering = None if condition.ordering is None else condition.ordering.name
-        setting = (ordering, condition.estimate_error, condition.floor.minimum_when_full)
         for row in ("DRF scaling", "Optimus scaling", "as requested"):
+            floor = condition.floor.minimum_when_full and row != "as requested"
+            setting = (row, ordering, condition.estimate_error, floor)
             assert (f"| {condition.label} | {row} |" in body) is (setting not in settings)
-        settings.add(setting)
+            settings.add(setting)
     for served in ("as served", f"as served, estimates off (σ {ESTIMATE_ERROR:g})"):
         assert f"| {served} | `drf` profile |" in body
         assert f"| {served} | `optimus` profile |" in body
