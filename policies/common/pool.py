@@ -201,15 +201,28 @@ def keep_running(
     return workers, reasons
 
 
-def over_full_pool(label: str, job: Job, minimum: int, pool: ResourcePool) -> str:
-    """The reason of a waiting job given its minimum beyond what `pool` has left
-    (:attr:`FloorParams.minimum_when_full`)."""
-    return (
-        f"{label}: its minimum of {counted(minimum, 'worker')} "
-        f"({counted(minimum * job.gpus_per_worker, 'GPU')}) with "
-        f"{counted(float(max(0.0, pool.left[0])), 'GPU')} left in the pool: it starts only "
-        "if the ordering stops running jobs for it"
+def over_full_pool(label: str, job: Job, minimum: int, pool: ResourcePool, servers: int = 0) -> str:
+    """The reason of a waiting job given its minimum (`minimum` workers and `servers`
+    parameter servers) beyond what `pool` has left (:attr:`FloorParams.minimum_when_full`):
+    each resource it lacks, GPUs, CPUs or memory, with what the pool has left of it."""
+    gpus, cpus, memory = demand(job, minimum)
+    need = (gpus, cpus + servers * job.ps_cpus, memory + servers * job.ps_memory_gb)
+    short = [i for i in range(3) if need[i] > pool.left[i] + _SLACK] or [0]
+    lacks = ", ".join(
+        f"{_amount(need[i], i)} with {_amount(max(0.0, pool.left[i]), i)} left" for i in short
     )
+    with_servers = f" and {counted(servers, 'parameter server')}" if servers else ""
+    return (
+        f"{label}: its minimum of {counted(minimum, 'worker')}{with_servers} needs {lacks} "
+        "in the pool: it starts only if the ordering stops running jobs for it"
+    )
+
+
+def _amount(value: float, resource: int) -> str:
+    """`2 GPUs`, `16 CPUs`, `64 GB of memory`: an amount of resource 0, 1 or 2 of a pool."""
+    if resource == 2:
+        return f"{value:g} GB of memory"
+    return counted(float(value), ("GPU", "CPU")[resource])
 
 
 def worker_counts(jobs: Sequence[Job]) -> dict[str, Sequence[int]]:

@@ -244,6 +244,25 @@ def test_srtf_preempts_for_a_shorter_job_only_when_scaling_gives_it_its_minimum(
         assert status == {"long": JobStatus.PREEMPTED, "short": JobStatus.STARTED}, policy
 
 
+def test_a_job_given_its_minimum_over_a_full_pool_is_told_which_resource_it_lacks() -> None:
+    # GPUs are left, CPUs are not: the reason names the CPUs.
+    snapshot = snap(
+        [node("n0", cpus=16)],
+        [
+            running("long", {"n0": (0, 1, 2, 3)}, workers=4, cpus_per_worker=4,
+                    estimated_duration_s=50_000),
+            job("short", workers=4, min_workers=2, max_workers=8, cpus_per_worker=4,
+                estimated_duration_s=600, submit_time=10),
+        ],
+    )  # fmt: skip
+    for policy in ("drf", "optimus"):
+        asked = scale(policy, snapshot, {"minimum_when_full": True})
+        assert workers(asked) == {"long": 4, "short": 2}, policy
+        reason = asked["short"].reason
+        assert "its minimum of 2 workers needs 8 CPUs with 0 CPUs left in the pool" in reason
+        assert "GPU" not in reason, policy
+
+
 def test_a_job_given_its_minimum_over_a_full_pool_takes_no_step_of_what_is_left() -> None:
     # One GPU is left: too little for the short job's minimum of two, enough for a step.
     snapshot = snap(

@@ -214,7 +214,7 @@ class Allocation:
                 self.workers[job.id] = minimum
                 self.ps[job.id] = servers
                 over_pool.add(job.id)
-                self._floor_notes[job.id] = over_full_pool("DL2", job, minimum, self.pool)
+                self._floor_notes[job.id] = over_full_pool("DL2", job, minimum, self.pool, servers)
             else:
                 self.workers[job.id] = 0
                 self.ps[job.id] = 0
