@@ -88,7 +88,7 @@ results-dl2-room: $(STAMP) ## How far any scaling could go below DRF on DL2's he
 results-dl2-order: $(STAMP) ## DL2 trained behind FIFO with backfill and behind SRTF: teachers (DRF, Optimus, as requested), rewards, a 10x budget, estimates off, every waiting job its minimum; beside the drf and optimus profiles (section dl2-order, 20 min on the last machine)
 	$(BIN)/python -m evidence.evidence_dl2_order --processes 2
 
-results-dl2-srtf: $(STAMP) ## The dl2-srtf profile's shipped model and its warm-up vs the heuristics behind SRTF and the drf and optimus profiles (section dl2-srtf, a few minutes)
+results-dl2-srtf: $(STAMP) ## The dl2-srtf profile's shipped model and its warm-up vs the heuristics behind SRTF and the drf and optimus profiles (section dl2-srtf, under a minute here)
 	$(BIN)/python -m evidence.evidence_dl2_srtf --processes 2
 
 dl2-model: $(STAMP) ## Retrain the shipped DL2 model from the shared traces (under a minute here)
