@@ -201,21 +201,35 @@ def keep_running(
     return workers, reasons
 
 
-def over_full_pool(label: str, job: Job, minimum: int, pool: ResourcePool, servers: int = 0) -> str:
-    """The reason of a waiting job given its minimum (`minimum` workers and `servers`
-    parameter servers) beyond what `pool` has left (:attr:`FloorParams.minimum_when_full`):
-    each resource it lacks, GPUs, CPUs or memory, with what the pool has left of it."""
-    gpus, cpus, memory = demand(job, minimum)
-    need = (gpus, cpus + servers * job.ps_cpus, memory + servers * job.ps_memory_gb)
-    short = [i for i in range(3) if need[i] > pool.left[i] + _SLACK] or [0]
-    lacks = ", ".join(
-        f"{_amount(need[i], i)} with {_amount(max(0.0, pool.left[i]), i)} left" for i in short
-    )
-    with_servers = f" and {counted(servers, 'parameter server')}" if servers else ""
-    return (
-        f"{label}: its minimum of {counted(minimum, 'worker')}{with_servers} needs {lacks} "
-        "in the pool: it starts only if the ordering stops running jobs for it"
-    )
+class OverFullReasons:
+    """The reasons of waiting jobs given their minimum beyond what the pool has left
+    (:attr:`FloorParams.minimum_when_full`): each resource a job lacks, GPUs, CPUs or
+    memory, with what the pool has left of it. Worded once per need and pool left: the
+    waiting jobs of a full cluster share a few."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._said: dict[tuple[float, ...], str] = {}
+
+    def of(self, job: Job, minimum: int, pool: ResourcePool, servers: int = 0) -> str:
+        """The reason of `job` at `minimum` workers and `servers` parameter servers."""
+        gpus, cpus, memory = demand(job, minimum)
+        need = (gpus, cpus + servers * job.ps_cpus, memory + servers * job.ps_memory_gb)
+        left = pool.left
+        key = (minimum, servers, *need, *left)
+        said = self._said.get(key)
+        if said is None:
+            short = [i for i in range(3) if need[i] > left[i] + _SLACK] or [0]
+            lacks = ", ".join(
+                f"{_amount(need[i], i)} with {_amount(max(0.0, left[i]), i)} left" for i in short
+            )
+            with_servers = f" and {counted(servers, 'parameter server')}" if servers else ""
+            said = self._said[key] = (
+                f"{self.label}: its minimum of {counted(minimum, 'worker')}{with_servers} "
+                f"needs {lacks} in the pool: it starts only if the ordering stops running "
+                "jobs for it"
+            )
+        return said
 
 
 def _amount(value: float, resource: int) -> str:

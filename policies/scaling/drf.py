@@ -37,11 +37,11 @@ from typing import ClassVar
 
 from policies.common.pool import (
     FloorParams,
+    OverFullReasons,
     ResourcePool,
     demand,
     held_count,
     next_count,
-    over_full_pool,
     unusable_holders,
     worker_counts,
 )
@@ -130,8 +130,7 @@ class DominantResourceFairness:
 
         by_id = {job.id: job for job in jobs}
         over_full = self.params.minimum_when_full
-        # Jobs given their minimum over a full pool, worded once per shape and GPUs left.
-        over_full_reasons: dict[tuple[int, int, float], str] = {}
+        over_full_reasons = OverFullReasons("DRF")
         needs: dict[tuple[int, int, float, float], str] = {}
 
         def serve(tenant: _Tenant) -> bool:
@@ -149,12 +148,7 @@ class DominantResourceFairness:
                     return True
                 if over_full:
                     workers[job.id] = minimum
-                    key = (minimum, job.gpus_per_worker, left[0])
-                    reason = over_full_reasons.get(key)
-                    if reason is None:
-                        reason = over_full_pool("DRF", job, minimum, pool)
-                        over_full_reasons[key] = reason
-                    refused[job.id] = reason
+                    refused[job.id] = over_full_reasons.of(job, minimum, pool)
                     continue
                 workers[job.id] = 0
                 shape = (

@@ -40,9 +40,9 @@ from typing import ClassVar
 
 from policies.common.pool import (
     FloorParams,
+    OverFullReasons,
     ResourcePool,
     keep_running,
-    over_full_pool,
     worker_counts,
 )
 from policies.common.wording import counted
@@ -74,7 +74,7 @@ class Optimus:
         # Most waiting jobs of a full cluster are refused with one of a few reasons
         # (by their minimum and the GPUs left): each worded once.
         refusals: dict[tuple[int, int, float], str] = {}
-        over_full: dict[tuple[int, int, float], str] = {}  # the same, given their minimum
+        over_full = OverFullReasons("Optimus")  # given their minimum over a full pool
         running = JobState.RUNNING
         beyond: set[str] = set()  # given their minimum over a full pool: no steps
         for job in jobs:
@@ -87,11 +87,7 @@ class Optimus:
             elif self.params.minimum_when_full:
                 workers[job.id] = minimum
                 beyond.add(job.id)
-                key = (minimum, job.gpus_per_worker, pool.left[0])
-                reason = over_full.get(key)
-                if reason is None:
-                    reason = over_full[key] = over_full_pool("Optimus", job, minimum, pool)
-                reasons[job.id] = reason
+                reasons[job.id] = over_full.of(job, minimum, pool)
             else:
                 workers[job.id] = 0
                 key = (minimum, job.gpus_per_worker, pool.left[0])

@@ -263,6 +263,28 @@ def test_a_job_given_its_minimum_over_a_full_pool_is_told_which_resource_it_lack
         assert "GPU" not in reason, policy
 
 
+def test_jobs_alike_in_gpus_but_not_in_cpus_are_told_their_own_shortage() -> None:
+    # Two GPUs and four CPUs left: "a" lacks GPUs only, "b" GPUs and CPUs.
+    snapshot = snap(
+        [node("n0", cpus=16)],
+        [
+            running("long", {"n0": tuple(range(6))}, workers=6, cpus_per_worker=2,
+                    estimated_duration_s=50_000),
+            job("a", workers=4, min_workers=4, max_workers=8, cpus_per_worker=1,
+                estimated_duration_s=600, submit_time=10),
+            job("b", workers=4, min_workers=4, max_workers=8, cpus_per_worker=2,
+                estimated_duration_s=600, submit_time=20),
+        ],
+    )  # fmt: skip
+    for policy in ("drf", "optimus"):
+        asked = scale(policy, snapshot, {"minimum_when_full": True})
+        assert "needs 4 GPUs with 2 GPUs left in the pool" in asked["a"].reason, policy
+        assert (
+            "needs 4 GPUs with 2 GPUs left, 8 CPUs with 4 CPUs left in the pool"
+            in asked["b"].reason
+        ), policy
+
+
 def test_a_job_given_its_minimum_over_a_full_pool_takes_no_step_of_what_is_left() -> None:
     # One GPU is left: too little for the short job's minimum of two, enough for a step.
     snapshot = snap(

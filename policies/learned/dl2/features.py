@@ -56,12 +56,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from policies.common.pool import (
     DEFAULT_FLOOR,
     FloorParams,
+    OverFullReasons,
     ResourcePool,
     demand,
     held_count,
     holds_unusable_gpus,
     next_count,
-    over_full_pool,
 )
 from policies.common.wording import counted
 from policies.decision import ScalingResult
@@ -203,6 +203,7 @@ class Allocation:
                 servers = max(1, min(job.ps, _ps_cap(job))) if keep else 1
             self._grant(job, count, servers)
         over_pool: set[str] = set()  # waiting jobs at their minimum beyond the pool
+        over_full = OverFullReasons("DL2")
         for job in self.jobs:
             if job.state is JobState.RUNNING:
                 continue
@@ -214,7 +215,7 @@ class Allocation:
                 self.workers[job.id] = minimum
                 self.ps[job.id] = servers
                 over_pool.add(job.id)
-                self._floor_notes[job.id] = over_full_pool("DL2", job, minimum, self.pool, servers)
+                self._floor_notes[job.id] = over_full.of(job, minimum, self.pool, servers)
             else:
                 self.workers[job.id] = 0
                 self.ps[job.id] = 0
