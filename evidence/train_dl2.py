@@ -62,10 +62,15 @@ from training.dl2.imitation import (
 )
 from training.dl2.reinforce import PpoArgs, one_thread, train_ppo
 from training.dl2.rollout import REWARDS
+from training.dl2.trainer import Dl2Trainer
+from training.registry import trainers
 
 SHIPPED_DIR = ROOT / "policies" / "learned" / "dl2" / "default"
-SERVED_PROFILES = ("dl2", "dl2-srtf")
-"""The profiles that serve a shipped DL2 model."""
+
+
+def served_profiles() -> list[str]:
+    """The profiles that serve a shipped DL2 model: those DL2's trainers retrain."""
+    return [t.profile for t in trainers() if isinstance(t, Dl2Trainer)]
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_line(__doc__)
     parser.add_argument(
         "--profile",
-        choices=SERVED_PROFILES,
+        choices=served_profiles(),
         default="dl2",
         help="the served profile the model is for: its ordering, floor and teacher",
     )
