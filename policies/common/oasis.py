@@ -1847,15 +1847,25 @@ class _OneCount:
             return self.top
         lowest = max(0, top - units)
         # The least cost among the states a slot's work finishes: 0 done (if one slot
-        # is enough), the runs that far along, and being done already.
-        tail = min([v for d, v in mid if d >= lowest], default=math.inf)
+        # is enough), the runs that far along, and being done already. `mid` lists the
+        # runs newest first, so by units done, never falling (each slot adds the same
+        # units to every run and puts the new run, with the fewest, in front): the runs
+        # this slot finishes (done ≥ lowest) are its tail, usually one or two, and the
+        # runs it does not finish are the rest, in front. Values are sums of finite
+        # costs, so the least is the same whichever of equal ones is found.
+        cut = len(mid)
+        tail = math.inf
+        while cut and mid[cut - 1][0] >= lowest:
+            cut -= 1
+            tail = min(tail, mid[cut][1])
         if lowest == 0:
             tail = min(0.0, tail)
         finish = min(tail, self.top) + cost
         better = finish < self.top
         self.history.append((mid, self.top, better, units))
         self.mid = [(units, 0.0 + cost)] if units < top else []
-        self.mid += [(d + units, v + cost) for d, v in mid if d + units < top]
+        # d < lowest is d + units < top: the runs still short of done after this slot.
+        self.mid += [(d + units, v + cost) for d, v in mid[:cut]]
         if better:
             self.top = finish
         return self.top
@@ -1868,7 +1878,11 @@ class _OneCount:
             return []
         lowest = max(0, top - units)
         found: list[Finish] = [(0, 0, units, 0.0 + cost)] if lowest == 0 else []
-        found += [(0, d, units, v + cost) for d, v in mid if d >= lowest]
+        # The runs this slot finishes are the tail of `mid` (see :meth:`step`).
+        cut = len(mid)
+        while cut and mid[cut - 1][0] >= lowest:
+            cut -= 1
+        found += [(0, d, units, v + cost) for d, v in mid[cut:]]
         return found
 
     def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
