@@ -2,6 +2,7 @@
 
     .venv/bin/python -m evidence.bench_instructions --profiles tiresias,drf
     .venv/bin/python -m evidence.bench_instructions --checkout ../old   # against an older core
+    .venv/bin/python -m evidence.bench_instructions --profiles oasis --decisions 3 --by-object
 
 Wall-clock figures on a shared virtual machine move by tens of percent from one minute
 to the next, so a change worth a few percent cannot be told from noise by timing it.
@@ -20,6 +21,11 @@ or more (the imports alone run some 7 billion instructions under the simulated C
 the two runs of a pair go in parallel, as instruction counts do not depend on what
 else runs.
 
+With `--by-object` each child also writes its callgrind profile, the instructions of
+each shared object's own code are summed off it (:func:`objects`), and the two
+children's sums (the interpreter, NumPy, the C library, …) are differenced the same
+way: which machinery a decision's instructions run in.
+
 Instructions are not time: a NumPy call on many cells, a cache miss and a branch
 mispredicted all cost differently. They decide whether a change of the interpreted
 code did less work, which is what the speed work's exact, behaviour-preserving changes
@@ -34,6 +40,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,6 +53,7 @@ DEFAULT_PROFILES = ("fifo", "sjf", "srtf", "tiresias", "drf", "optimus")
 DEFAULT_SNAPSHOT = ROOT / "examples" / "large.json"
 WARM_UP = 2
 COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
+SHOWN_OBJECTS = 6
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class Count:
     checkout: str
     per_decision: float
     decisions: int
+    by_object: dict[str, float] | None = None
+    """With `--by-object`: one decision's own instructions per shared object."""
 
 
 def collected(valgrind_output: str) -> int:
@@ -65,6 +76,37 @@ def collected(valgrind_output: str) -> int:
     return int(found[0])
 
 
+def objects(profile: str) -> Counter[str]:
+    """Own instructions per shared object (its file name), read off a callgrind profile.
+
+    In callgrind's format, `ob=` sets the object of the cost lines that follow (a name
+    is given once with its number, `(3) /lib/libc.so.6`, there or in a callee's `cob=`,
+    then by the number alone), and the cost line after a `calls=` line is the call's
+    inclusive cost, the callee's and not the caller's own, so it is left out: the sums
+    over objects add up to the profile's total.
+    """
+    names: dict[str, str] = {}
+    totals: Counter[str] = Counter()
+    current, inclusive = "?", False
+    for line in profile.splitlines():
+        if line.startswith(("ob=", "cob=")):
+            number, _, name = line.partition("=")[2].partition(" ")
+            if name:
+                names[number] = Path(name).name
+            if line.startswith("ob="):
+                current = names.get(number, Path(number).name)
+        elif line.startswith("calls="):
+            inclusive = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if inclusive:
+                inclusive = False
+                continue
+            fields = line.split()  # a position, then the count; a count of 0 may be left out
+            if len(fields) > 1:
+                totals[current] += int(fields[1])
+    return totals
+
+
 def per_decision(without: int, with_decisions: int, decisions: int) -> float:
     """Instructions per decision from a run without and a run with `decisions` decisions."""
     if decisions < 1:
@@ -72,12 +114,19 @@ def per_decision(without: int, with_decisions: int, decisions: int) -> float:
     return (with_decisions - without) / decisions
 
 
-def child_command(checkout: Path | None, profile: str, snapshot: Path, decisions: int) -> list[str]:
-    """The callgrind run of one child (the output file is discarded: only the total counts)."""
+def child_command(
+    checkout: Path | None,
+    profile: str,
+    snapshot: Path,
+    decisions: int,
+    out: Path | None = None,
+) -> list[str]:
+    """The callgrind run of one child; its profile goes to `out`, or nowhere when only
+    the total counts."""
     command = [
         "valgrind",
         "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
+        f"--callgrind-out-file={out or os.devnull}",
         sys.executable,
         "-m",
         "evidence.bench_instructions",
@@ -91,26 +140,39 @@ def child_command(checkout: Path | None, profile: str, snapshot: Path, decisions
     return command
 
 
-def count(checkout: Path | None, profile: str, snapshot: Path, decisions: int) -> float:
-    """One decision's instructions: two children under callgrind, in parallel."""
+def count(
+    checkout: Path | None, profile: str, snapshot: Path, decisions: int, by_object: bool = False
+) -> tuple[float, dict[str, float] | None]:
+    """One decision's instructions: two children under callgrind, in parallel; with
+    `by_object`, also its own instructions per shared object (the difference of the two
+    children's profiles)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
 
-    def total(n: int) -> int:
-        done = subprocess.run(
-            child_command(checkout, profile, snapshot, n),
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"child for {profile} failed:\n{done.stderr[-4000:]}")
-        return collected(done.stderr)
+    with tempfile.TemporaryDirectory() as folder:
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        without, with_decisions = pool.map(total, (0, decisions))
-    return per_decision(without, with_decisions, decisions)
+        def total(n: int) -> tuple[int, Counter[str]]:
+            out = Path(folder) / f"callgrind.{n}" if by_object else None
+            done = subprocess.run(
+                child_command(checkout, profile, snapshot, n, out),
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"child for {profile} failed:\n{done.stderr[-4000:]}")
+            shares = objects(out.read_text()) if out is not None else Counter[str]()
+            return collected(done.stderr), shares
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            (without, before), (with_decisions, after) = pool.map(total, (0, decisions))
+    shares = None
+    if by_object:
+        shares = {
+            name: per_decision(before[name], after[name], decisions) for name in after | before
+        }
+    return per_decision(without, with_decisions, decisions), shares
 
 
 def child(profile: str, snapshot: Path, decisions: int, checkout: Path | None) -> None:
@@ -155,6 +217,24 @@ def render(counts: Sequence[Count], checkout: Path | None) -> str:
     return "\n".join(lines)
 
 
+def render_objects(counts: Sequence[Count]) -> str:
+    """Per profile and checkout, the shared objects that run most of a decision."""
+    lines = [
+        "| profile | checkout | shared object | own instructions per decision (millions) | share |",
+        "|---|---|---|---:|---:|",
+    ]
+    for c in counts:
+        if c.by_object is None:
+            continue
+        whole = sum(c.by_object.values())
+        ranked = sorted(c.by_object.items(), key=lambda item: -item[1])
+        for name, own in ranked[:SHOWN_OBJECTS]:
+            lines.append(
+                f"| {c.profile} | {c.checkout} | `{name}` | {own / 1e6:,.1f} | {own / whole:.1%} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_line(__doc__)
     parser.add_argument("--profiles", default=",".join(DEFAULT_PROFILES))
@@ -164,6 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--checkout", type=Path, default=None, help="also count another checkout's core"
+    )
+    parser.add_argument(
+        "--by-object",
+        action="store_true",
+        help="also split each decision's instructions by shared object",
     )
     parser.add_argument("--child", nargs=3, metavar=("PROFILE", "SNAPSHOT", "N"), help="(internal)")
     add_json(parser)
@@ -186,9 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for profile in profiles:
         for name, checkout in sides:
             say(f"{profile}, {name}: two runs under callgrind")
-            figure = count(checkout, profile, args.snapshot.resolve(), args.decisions)
-            counts.append(Count(profile, name, figure, args.decisions))
+            figure, shares = count(
+                checkout, profile, args.snapshot.resolve(), args.decisions, args.by_object
+            )
+            counts.append(Count(profile, name, figure, args.decisions, shares))
     print(render(counts, args.checkout))
+    if args.by_object:
+        print()
+        print(render_objects(counts))
     if args.json is not None:
         write_json(args.json, {"snapshot": str(args.snapshot), "counts": [vars(c) for c in counts]})
     return 0

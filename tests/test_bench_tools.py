@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 
 from evidence.bench import histogram_quantile
 from evidence.bench_engine import Cell, format_row, measure, parse_args, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
-from evidence.bench_instructions import child_command, collected, per_decision
+from evidence.bench_instructions import child_command, collected, objects, per_decision
 from evidence.bench_instructions import main as count_instructions
 from evidence.bench_memory import rss_bytes, sample_points
 from evidence.generate_examples import WIDE_RANGES, wide_jobs_with_servers, widen_waiting_jobs
@@ -197,6 +198,40 @@ def test_each_count_runs_one_child_under_callgrind_with_its_checkout() -> None:
     assert command[-4:] == ["--child", "tiresias", str(EXAMPLES / "large.json"), "10"]
     other = child_command(EXAMPLES.parent, "fifo", EXAMPLES / "small.json", 0)
     assert other[-2:] == ["--checkout", str(EXAMPLES.parent)]
+
+
+def test_a_child_asked_for_its_profile_writes_it_where_it_is_told(tmp_path: Path) -> None:
+    command = child_command(None, "oasis", EXAMPLES / "large.json", 3, tmp_path / "cg.3")
+    assert command[2] == f"--callgrind-out-file={tmp_path / 'cg.3'}"
+
+
+def test_own_instructions_are_summed_per_shared_object() -> None:
+    # callgrind's format: `ob=` and `cob=` name an object once, then by number; the cost
+    # line after `calls=` is the callee's inclusive cost, not the caller's own.
+    profile = """events: Ir
+summary: 1000
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fl=(1) ceval.c
+fn=(1) _PyEval_EvalFrameDefault
+12 600
++2 100
+cob=(2) /usr/lib/libc.so.6
+cfn=(2) memcpy
+calls=4 0
+13 250
+ob=(2)
+fl=(2) memmove.S
+fn=(2)
+0 250
+0
+ob=(1)
+fn=(1)
+20 50
+totals: 1000
+"""
+    found = objects(profile)
+    assert found == {"libpython3.11.so.1.0": 750, "libc.so.6": 250}
+    assert sum(found.values()) == 1000
 
 
 def test_the_instruction_count_refuses_no_decisions(capsys: pytest.CaptureFixture[str]) -> None:
