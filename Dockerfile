@@ -7,13 +7,16 @@
 # Run:    docker run -p 8000:8000 -v arbiter-data:/var/lib/arbiter arbiter
 #
 # Two stages: the builder makes a virtual environment with the project and its
-# dependencies (CPU-only PyTorch); the runtime stage copies only that environment
-# onto a clean slim base and runs as an unprivileged user.
+# dependencies (CPU-only PyTorch) and compiles the project's C extension (setup.py),
+# on the full image of the same Python and Debian release, which has the compiler
+# and headers; the runtime stage copies only that environment onto a clean slim
+# base and runs as an unprivileged user.
 
+ARG BUILDER_IMAGE=python:3.11-bookworm
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------------
-FROM ${PYTHON_IMAGE} AS builder
+FROM ${BUILDER_IMAGE} AS builder
 
 # Must equal the torch pin of constraints.txt (tests/test_deploy_files.py checks it).
 ARG TORCH_VERSION=2.13.0

@@ -201,6 +201,20 @@ def test_base_images_are_pinned_by_tag(instructions: list[Instruction]) -> None:
         assert tag.startswith("3.11"), f"{image}: the project targets Python 3.11"
 
 
+def test_builder_compiles_on_the_full_image_of_the_runtimes_python_and_debian(
+    instructions: list[Instruction],
+) -> None:
+    """The C extension is compiled in the builder, whose virtual environment the runtime
+    copies: the builder needs a compiler (the full image, not the slim one) and must be
+    the runtime's Python and Debian release, or the copied environment would not run."""
+    args = build_args(instructions)
+    builder, runtime = args["BUILDER_IMAGE"], args["PYTHON_IMAGE"]
+    assert "slim" not in builder, builder
+    assert runtime.replace("-slim", "") == builder, (builder, runtime)
+    froms = [arguments for keyword, arguments in instructions if keyword == "FROM"]
+    assert froms[0] == "${BUILDER_IMAGE} AS builder"
+
+
 def test_torch_is_pinned_by_constraints_and_installed_cpu_only(
     instructions: list[Instruction],
 ) -> None:

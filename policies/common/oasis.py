@@ -70,7 +70,6 @@ assumed to keep them for their estimated remaining time.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +82,7 @@ from msgspec import Meta
 from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from policies.common._oasis import Column, OneCount, SlotRank, ranked_costs
 from policies.common.wording import counted
 from policies.model import (
     Assignment,
@@ -754,10 +754,10 @@ class Market:
         # The ranked form of the search (:meth:`ranked`): per (resource, slot), that
         # resource of every server and its rankings, made when a job first asks and
         # kept in step by `commit`; and per job shape, its `_Ladder` (or None).
-        self._columns: dict[tuple[int, int], _Column] = {}
+        self._columns: dict[tuple[int, int], Column] = {}
         self._column_resources: set[int] = set()
         self._ladders: dict[tuple[object, ...], _Ladder | None] = {}
-        self._small_lists: dict[float, list[bool] | None] = {}
+        self._small_flags: dict[float, bytes | None] = {}
 
     @classmethod
     def build(
@@ -1107,7 +1107,7 @@ class Market:
                     most=most,
                     width=min(most, self.size),
                     counts=[int(c) for c in model.counts],
-                    small=self._small_list(model.job.gpu_memory_gb),
+                    small=self._small_flags_for(model.job.gpu_memory_gb),
                 )
         self._ladders[key] = ladder
         return ladder
@@ -1120,25 +1120,27 @@ class Market:
         column = self.column(k, t)
         rank = column.ranks.get(demand)
         if rank is None:
-            rank = column.ranks[demand] = _SlotRank(
+            rank = column.ranks[demand] = SlotRank(
                 demand, self.priced(t + 1)[t, :, k], self.free[t, :, k]
             )
         return rank.walk(column, ladder.most, ladder.small)
 
-    def column(self, k: int, t: int) -> _Column:
+    def column(self, k: int, t: int) -> Column:
         """Resource k of every server in slot t, as plain floats kept in step by `commit`."""
         column = self._columns.get((k, t))
         if column is None:
             prices = self.priced(t + 1)
-            column = self._columns[(k, t)] = _Column(prices[t, :, k], self.free[t, :, k])
+            column = self._columns[(k, t)] = Column(prices[t, :, k], self.free[t, :, k])
             self._column_resources.add(k)
         return column
 
-    def _small_list(self, gpu_memory_gb: float) -> list[bool] | None:
-        if gpu_memory_gb not in self._small_lists:
+    def _small_flags_for(self, gpu_memory_gb: float) -> bytes | None:
+        """:meth:`_too_small_for` as one byte per server (1: too small), for the walks."""
+        if gpu_memory_gb not in self._small_flags:
             mask = self._too_small_for(gpu_memory_gb)
-            self._small_lists[gpu_memory_gb] = None if mask is None else mask.tolist()
-        return self._small_lists[gpu_memory_gb]
+            flags = None if mask is None else mask.astype(np.uint8).tobytes()
+            self._small_flags[gpu_memory_gb] = flags
+        return self._small_flags[gpu_memory_gb]
 
     def binding_resource(self, model: JobModel) -> str:
         """The resource that leaves room for the fewest of the job's workers over the horizon."""
@@ -1163,140 +1165,7 @@ class _Ladder:
     most: int  # most workers
     width: int  # candidate servers the general form keeps: min(most, servers)
     counts: list[int]
-    small: list[bool] | None  # servers whose GPUs have too little memory
-
-
-class _Column:
-    """One resource of every server in one slot, as plain floats read from the market's
-    arrays (so each comparison and product is the one NumPy makes), and its rankings
-    by the demand of a worker."""
-
-    __slots__ = ("free", "prices", "ranks")
-
-    def __init__(self, prices: FloatArray, free: FloatArray) -> None:
-        self.prices: list[float] = prices.tolist()
-        self.free: list[float] = free.tolist()
-        self.ranks: dict[float, _SlotRank] = {}
-
-    def update(self, server: int, price: float, free: float) -> None:
-        """A commit changed the server's use: its new price and free amount."""
-        old = self.prices[server]
-        self.prices[server] = price
-        self.free[server] = free
-        if old != price:
-            for demand, rank in self.ranks.items():
-                if free / demand + _EPS >= 1.0:
-                    heapq.heappush(rank.pushed, (price, server))
-
-
-class _SlotRank:
-    """The servers of one slot with room for a worker that needs `demand` of one
-    resource, in order of (price, index): the order :meth:`Market.layouts` fills them.
-
-    Kept lazily, since most searches read only its first entry or two: the order when
-    it was made (NumPy arrays, read into a list in chunks as walks reach them), and a
-    heap of (price, server) entries pushed when a commit changes a server's price. An
-    entry stands while its server still costs that price and has room; a walk drops
-    the others where it meets them, so every server with room appears once, at its
-    current price. Servers without room are left out: a full slot is not walked
-    through by every job that cannot fit in it. This rests on use only growing
-    within a decision (commits add, nothing releases): a server without room never
-    regains it, so no entry is owed to one.
-    """
-
-    __slots__ = ("_prices", "_servers", "built", "demand", "front", "pushed")
-
-    CHUNK = 32
-
-    def __init__(self, demand: float, prices: FloatArray, free: FloatArray) -> None:
-        self.demand = demand
-        room = np.flatnonzero(free / demand + _EPS >= 1.0)
-        ranked = room[np.argsort(prices[room], kind="stable")]
-        self._prices, self._servers = prices[ranked], ranked
-        self.built: list[tuple[float, int]] = []  # the order made, read so far
-        self.front = 0  # entries of `built` before it are known to stand no more
-        self.pushed: list[tuple[float, int]] = []
-
-    def _entry(self, i: int) -> tuple[float, int] | None:
-        built = self.built
-        if i >= len(built):
-            stop = min(len(built) + self.CHUNK, len(self._servers))
-            if i >= stop:
-                return None
-            start = len(built)
-            built += zip(
-                self._prices[start:stop].tolist(), self._servers[start:stop].tolist(), strict=True
-            )
-        return built[i]
-
-    def walk(
-        self, column: _Column, most: int, small: list[bool] | None
-    ) -> list[tuple[int, int, float]]:
-        """The servers, in order, that `most` workers fill (skipping those in `small`):
-        (server, workers that fit, cost of one worker), until they hold `most` workers
-        or none is left."""
-        prices, free, demand, pushed = column.prices, column.free, self.demand, self.pushed
-        if most == 1 and small is None:
-            return self._first(prices, free)
-        out: list[tuple[int, int, float]] = []
-        seen: set[int] = set()
-        held: list[tuple[float, int]] = []  # standing entries taken off the heap
-        need, i = most, self.front
-        while need > 0:
-            while pushed:
-                p, h = pushed[0]
-                if prices[h] == p and free[h] / demand + _EPS >= 1.0 and h not in seen:
-                    break
-                heapq.heappop(pushed)  # stale, or a second entry of a server met
-            built = self.built[i] if i < len(self.built) else self._entry(i)
-            if built is not None and (not pushed or built < pushed[0]):
-                p, h = built
-                i += 1
-                if prices[h] != p or free[h] / demand + _EPS < 1.0 or h in seen:
-                    if i - 1 == self.front:
-                        self.front = i
-                    continue
-            elif pushed:
-                p, h = heapq.heappop(pushed)
-                held.append((p, h))
-            else:
-                break
-            seen.add(h)
-            if small is not None and small[h]:
-                continue
-            # The fit as `_worker_costs` computes it: ⌊free/d + ε⌋, at most `most`.
-            fit = min(math.floor(free[h] / demand + _EPS), most)
-            out.append((h, fit, p * demand))
-            need -= fit
-        for entry in held:
-            heapq.heappush(pushed, entry)
-        return out
-
-    def _first(self, prices: list[float], free: list[float]) -> list[tuple[int, int, float]]:
-        """:meth:`walk` for one worker on any server: the first standing entry, looked at
-        and left in place (the stale ones before it are dropped, as a walk drops them)."""
-        demand, pushed, built = self.demand, self.pushed, self.built
-        while pushed:
-            p, h = pushed[0]
-            if prices[h] == p and free[h] / demand + _EPS >= 1.0:
-                break
-            heapq.heappop(pushed)
-        i = self.front
-        while True:
-            entry = built[i] if i < len(built) else self._entry(i)
-            if entry is None:
-                break
-            p, h = entry
-            if prices[h] == p and free[h] / demand + _EPS >= 1.0:
-                break
-            i += 1
-            self.front = i
-        if entry is not None and (not pushed or entry < pushed[0]):
-            return [(entry[1], 1, entry[0] * demand)]
-        if pushed:
-            p, h = pushed[0]
-            return [(h, 1, p * demand)]
-        return []
+    small: bytes | None  # servers whose GPUs have too little memory (1 per such server)
 
 
 def _ranked_costs(
@@ -1308,32 +1177,18 @@ def _ranked_costs(
     if len(counts) == 1 and counts[0] == 1:
         # One worker (most jobs): 0 + 1 · cost, that is the first candidate's cost.
         return [candidates[0][2] if candidates else math.inf]
-    room = sum(fit for _, fit, _ in candidates)
     if len(counts) * width > _LOOPED_CELLS:
+        room = sum(fit for _, fit, _ in candidates)
         return _ranked_costs_at_once(candidates, counts, width, room)
-    out = []
-    for count in counts:
-        if count > room:
-            out.append(math.inf)
-            continue
-        terms = []
-        before = 0
-        for _, fit, cost in candidates:
-            left = count - before
-            if left <= 0:
-                break
-            terms.append(min(left, fit) * cost)
-            before += fit
-        out.append(_numpy_sum(terms, width))
-    return out
+    costs: list[float] = ranked_costs(candidates, counts, width)
+    return costs
 
 
 _LOOPED_CELLS = 256
 """Above this many (count, candidate) cells, :func:`_ranked_costs` sums every count at
-once with NumPy instead of one count at a time in Python. A job that accepts a wide
-range (up to 4,096 counts, on hundreds of candidate servers) would otherwise add
-millions of floats per slot one by one; the jobs of the examples and traces (a few
-counts) stay below it, where the Python form is the cheaper."""
+once with NumPy instead of one count at a time (:func:`ranked_costs`, compiled). The
+jobs of the examples and traces (a few counts) stay below it; either form gives the
+same sums."""
 
 
 def _ranked_costs_at_once(
@@ -1360,45 +1215,6 @@ def _ranked_costs_at_once(
             workers = np.minimum(np.maximum(wanted[part, None] - before[None, :], 0), fit[None, :])
             out[part] = (workers * cost[None, :]).sum(axis=1)
     return list(out.tolist())
-
-
-def _numpy_sum(terms: Sequence[float], width: int) -> float:
-    """The sum NumPy's `add.reduce` gives over `width` values, `terms` then zeros.
-
-    NumPy adds fewer than 8 values one after another from 0; from 8 on it keeps 8
-    running sums, combines them pairwise and adds the rest (and splits blocks above
-    128 in halves), which rounds differently. The zeros change nothing where the
-    sum is sequential, but they move the terms' places in the pairwise form.
-    """
-    if width < 8:
-        total = 0.0
-        for term in terms:
-            total += term
-        return total
-    return _pairwise([*terms, *[0.0] * (width - len(terms))])
-
-
-def _pairwise(values: Sequence[float]) -> float:
-    n = len(values)
-    if n < 8:
-        total = 0.0
-        for value in values:
-            total += value
-        return total
-    if n <= 128:
-        r = list(values[:8])
-        i = 8
-        while i < n - n % 8:
-            for j in range(8):
-                r[j] += values[i + j]
-            i += 8
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        for value in values[i:]:
-            total += value
-        return total
-    half = n // 2
-    half -= half % 8
-    return _pairwise(values[:half]) + _pairwise(values[half:])
 
 
 def _stop(slots: IntArray | slice) -> int:
@@ -1814,101 +1630,6 @@ class _Reachable:
         return runs
 
 
-class _OneCount:
-    """The programme of :class:`_Programme` for a job that accepts one worker count only.
-
-    The same recurrence, the same sums in the same order and the same choice among
-    equal costs, on the states that can be reached: a job with one count that has
-    started runs every slot until done, so after slot t the work done is 0, all of
-    it, or the units of one run of consecutive slots ending at t (one state per
-    start). A short job has a handful of them, where the vector form pays for all
-    `total + 1`.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.mid: list[tuple[int, float]] = []  # (units done, least cost), 0 < units < total
-        self.top = math.inf  # least cost of being done
-        # Per slot: the states before it (the runs, as the list `mid` was, and the cost
-        # of being done; 0 is always there too), whether finishing in it beats having
-        # finished earlier, and its units. `mid` lists are replaced, never changed.
-        self.history: list[tuple[list[tuple[int, float]], float, bool, int]] = []
-        self.costs: list[float] = []
-
-    def step(self, units: int, cost: float) -> float:
-        """Advance one slot that does `units` at `cost` (inf: it cannot run); the least
-        cost of being done by its end."""
-        top = self.total
-        mid = self.mid
-        self.costs.append(cost)
-        if not math.isfinite(cost):
-            self.history.append((mid, self.top, False, units))
-            self.mid = []
-            return self.top
-        lowest = max(0, top - units)
-        # The least cost among the states a slot's work finishes: 0 done (if one slot
-        # is enough), the runs that far along, and being done already. `mid` lists the
-        # runs newest first, so by units done, never falling (each slot adds the same
-        # units to every run and puts the new run, with the fewest, in front): the runs
-        # this slot finishes (done ≥ lowest) are its tail, usually one or two, and the
-        # runs it does not finish are the rest, in front. Values are sums of finite
-        # costs, so the least is the same whichever of equal ones is found.
-        cut = len(mid)
-        tail = math.inf
-        while cut and mid[cut - 1][0] >= lowest:
-            cut -= 1
-            tail = min(tail, mid[cut][1])
-        if lowest == 0:
-            tail = min(0.0, tail)
-        finish = min(tail, self.top) + cost
-        better = finish < self.top
-        self.history.append((mid, self.top, better, units))
-        self.mid = [(units, 0.0 + cost)] if units < top else []
-        # d < lowest is d + units < top: the runs still short of done after this slot.
-        self.mid += [(d + units, v + cost) for d, v in mid[:cut]]
-        if better:
-            self.top = finish
-        return self.top
-
-    def finishing(self) -> list[Finish]:
-        """As :meth:`_Programme.finishing`."""
-        mid, _, _, units = self.history[-1]
-        cost, top = self.costs[-1], self.total
-        if units <= 0 or not math.isfinite(cost):
-            return []
-        lowest = max(0, top - units)
-        found: list[Finish] = [(0, 0, units, 0.0 + cost)] if lowest == 0 else []
-        # The runs this slot finishes are the tail of `mid` (see :meth:`step`).
-        cut = len(mid)
-        while cut and mid[cut - 1][0] >= lowest:
-            cut -= 1
-        found += [(0, d, units, v + cost) for d, v in mid[cut:]]
-        return found
-
-    def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
-        """Slots run (count index 0) by the cheapest way to be done by slot `last`; with
-        `entry`, as :meth:`_Programme.backtrack`."""
-        runs: dict[int, int] = {}
-        top = done = self.total
-        if entry is not None:
-            runs[last], done = entry
-            last -= 1
-        for t in range(last, -1, -1):
-            mid, top_cost, better, units = self.history[t]
-            if done == 0 or (done == top and not better):
-                continue
-            runs[t] = 0
-            if done == top:
-                # The first state of least cost among those a slot's work finishes.
-                lowest, least = max(0, top - units), math.inf
-                for d, v in [(0, 0.0), *mid, (top, top_cost)]:
-                    if d >= lowest and v < least:
-                        done, least = d, v
-            else:
-                done -= units
-        return runs
-
-
 def _blocks(horizon: int) -> list[tuple[int, int]]:
     """Slot ranges whose layouts are computed together: 8, 16, 32, … slots.
 
@@ -1980,7 +1701,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     few = not single and total <= _Reachable.MOST_UNITS and len(counts) <= _Reachable.MOST_COUNTS
     programme = _Programme(total, (first_units, full_units)) if not single and not few else None
     reachable = _Reachable(total) if few else None
-    one = _OneCount(total) if single else None
+    one = OneCount(total) if single else None
     first_whole = first_list[0], full_list[0]
     ladder = market.ladder(model)
     tables: list[tuple[int, SlotCosts]] = []
@@ -2179,7 +1900,7 @@ def _ranked_runs(
     spent = 0.0
     for t, option in ordered:
         count = ladder.counts[option]
-        prices = market.column(k, t).prices
+        column = market.column(k, t)
         share = fraction if t == 0 else 1.0
         layout = []
         before = 0
@@ -2191,7 +1912,7 @@ def _ranked_runs(
             t_cells.append(t)
             on.append(server)
             held.append(workers)
-            spent += share * prices[server] * (workers * demand)
+            spent += share * column.price(server) * (workers * demand)
             before += fit
         slots.append(SlotRun(t=t, workers=count, ps=int(model.ps[option]), layout=tuple(layout)))
     workers_held = np.array(held, dtype=np.int64)

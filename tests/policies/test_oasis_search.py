@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.common import oasis
+from policies.common._oasis import OneCount, numpy_sum
 from policies.common.oasis import (
     Frame,
     JobModel,
@@ -30,8 +31,6 @@ from policies.common.oasis import (
     _Ladder,
     _laid,
     _lay,
-    _numpy_sum,
-    _OneCount,
     _Programme,
     _ranked_costs,
     _ranked_costs_at_once,
@@ -52,7 +51,7 @@ costs = st.one_of(
 )
 
 
-def _assert_same_finishes(small: _OneCount | _Reachable, vector: _Programme, t: int) -> None:
+def _assert_same_finishes(small: OneCount | _Reachable, vector: _Programme, t: int) -> None:
     """Both forms offer the same ways to finish in slot t, in the same order, and
     backtrack each way to the same runs: a schedule that finishes in t."""
     ways = vector.finishing()
@@ -78,7 +77,7 @@ def test_one_count_programme_matches_the_vector_programme(
     total: int, first: int, whole: int, slot_costs: list[float]
 ) -> None:
     vector = _Programme(total, (np.array([first]), np.array([whole])))
-    reachable = _OneCount(total)
+    reachable = OneCount(total)
     for t, drawn in enumerate(slot_costs):
         units = first if t == 0 else whole
         cost = drawn if units > 0 else math.inf
@@ -336,7 +335,7 @@ def test_sums_are_added_in_numpys_order(terms: list[float], extra: int) -> None:
     if width == 0:
         return
     padded = np.array([*terms, *[0.0] * extra])
-    assert _numpy_sum(terms, width) == np.add.reduce(padded)
+    assert numpy_sum(terms, width) == np.add.reduce(padded)
 
 
 @settings(max_examples=300, deadline=None)
@@ -528,6 +527,6 @@ def test_many_counts_are_costed_at_once_as_one_at_a_time(
                 break
             terms.append(min(count - before, fit) * cost)
             before += fit
-        expected.append(math.inf if count > room else _numpy_sum(terms, width))
+        expected.append(math.inf if count > room else numpy_sum(terms, width))
     with patch.object(oasis, "_LAID_AT_ONCE", chunk):
         assert _ranked_costs_at_once(candidates, counts, width, room) == expected

@@ -1,0 +1,581 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""OASiS's ranked form, compiled: the servers of a slot kept in order of price.
+
+Bao, Peng, Wu and Li, "Online Job Scheduling in Distributed Machine Learning Clusters"
+(INFOCOM 2018), §IV: the schedule subroutine lays a job's workers out greedily on the
+servers where one more worker costs least. :mod:`policies.common.oasis` describes the
+ranked form (:meth:`Market.ranked`); this module holds its per-slot state and walks,
+which every search of a decision runs once per slot it reaches, as typed arrays instead
+of Python lists, sets and a ``heapq`` heap.
+
+Every figure is the one the Python form made: the same IEEE operations on doubles in
+the same order (the build turns off floating-point contraction), the same order of
+(price, server) entries, the same sums (:func:`numpy_sum` adds as NumPy's
+``add.reduce`` does). The golden decisions and the property tests that hold the ranked
+form to the table form (tests/policies/test_oasis_search.py) judge it.
+"""
+
+import numpy as np
+
+from libc.math cimport INFINITY, floor, isfinite
+from libc.stdlib cimport free as c_free
+from libc.stdlib cimport malloc, realloc
+
+cdef extern from *:
+    const char* OASIS_SOURCE_SHA256  # defined by the build (setup.py)
+
+SOURCE_SHA256 = OASIS_SOURCE_SHA256.decode("ascii")
+"""SHA-256 of the source this module was built from."""
+
+cdef double EPS = 1e-9
+
+
+cdef class Column:
+    """One resource of every server in one slot, copied from the market's arrays and
+    kept in step by :meth:`update`, and its rankings by the demand of a worker."""
+
+    cdef double[::1] _prices
+    cdef double[::1] _free
+    cdef public dict ranks
+    # Servers a walk has met (a flag per server, cleared at the walk's end).
+    cdef unsigned char[::1] _seen
+
+    def __init__(self, prices, free):
+        self._prices = np.array(prices, dtype=np.float64)
+        self._free = np.array(free, dtype=np.float64)
+        self._seen = np.zeros(len(self._prices), dtype=np.uint8)
+        self.ranks = {}
+
+    def price(self, Py_ssize_t server):
+        """The server's price of this resource in this slot."""
+        return self._prices[server]
+
+    def update(self, Py_ssize_t server, double price, double free):
+        """A commit changed the server's use: its new price and free amount."""
+        cdef double old = self._prices[server]
+        cdef SlotRank rank
+        self._prices[server] = price
+        self._free[server] = free
+        if old != price:
+            for rank in self.ranks.values():
+                if free / rank.demand + EPS >= 1.0:
+                    rank.push(price, server)
+
+
+cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noexcept:
+    """(p1, h1) < (p2, h2), as Python orders the tuples."""
+    return p1 < p2 or (p1 == p2 and h1 < h2)
+
+
+cdef class SlotRank:
+    """The servers of one slot with room for a worker that needs `demand` of one
+    resource, in order of (price, index): the order the table form fills them.
+
+    The order when it was made (two arrays), and a heap of (price, server) entries
+    pushed when a commit changes a server's price. An entry stands while its server
+    still costs that price and has room; a walk drops the others where it meets them,
+    so every server with room appears once, at its current price. Servers without
+    room are left out: use only grows within a decision, so none regains it.
+    """
+
+    cdef readonly double demand
+    cdef double[::1] _order_prices
+    cdef long long[::1] _order_servers
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t front  # entries of the order before it are known to stand no more
+    # The heap: parallel arrays of prices and servers, a binary min-heap on (price, server).
+    cdef double* _heap_p
+    cdef Py_ssize_t* _heap_h
+    cdef Py_ssize_t _heap_n
+    cdef Py_ssize_t _heap_cap
+
+    def __init__(self, double demand, prices, free):
+        self.demand = demand
+        room = np.flatnonzero(free / demand + EPS >= 1.0)
+        ranked = room[np.argsort(prices[room], kind="stable")]
+        self._order_prices = np.ascontiguousarray(prices[ranked], dtype=np.float64)
+        self._order_servers = np.ascontiguousarray(ranked, dtype=np.int64)
+        self._size = len(ranked)
+        self.front = 0
+        self._heap_n = 0
+        self._heap_cap = 0
+        self._heap_p = NULL
+        self._heap_h = NULL
+
+    def __dealloc__(self):
+        c_free(self._heap_p)
+        c_free(self._heap_h)
+
+    cdef int push(self, double p, Py_ssize_t h) except -1:
+        cdef Py_ssize_t i, parent, cap
+        cdef double* grown_p
+        cdef Py_ssize_t* grown_h
+        if self._heap_n == self._heap_cap:
+            cap = 16 if self._heap_cap == 0 else 2 * self._heap_cap
+            grown_p = <double*> realloc(self._heap_p, cap * sizeof(double))
+            if grown_p == NULL:
+                raise MemoryError()
+            self._heap_p = grown_p
+            grown_h = <Py_ssize_t*> realloc(self._heap_h, cap * sizeof(Py_ssize_t))
+            if grown_h == NULL:
+                raise MemoryError()
+            self._heap_h = grown_h
+            self._heap_cap = cap
+        i = self._heap_n
+        self._heap_n += 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not _before(p, h, self._heap_p[parent], self._heap_h[parent]):
+                break
+            self._heap_p[i] = self._heap_p[parent]
+            self._heap_h[i] = self._heap_h[parent]
+            i = parent
+        self._heap_p[i] = p
+        self._heap_h[i] = h
+        return 0
+
+    cdef void pop(self) noexcept:
+        """Drop the least entry."""
+        cdef Py_ssize_t n, i, child
+        cdef double p
+        cdef Py_ssize_t h
+        self._heap_n -= 1
+        n = self._heap_n
+        if n == 0:
+            return
+        p = self._heap_p[n]
+        h = self._heap_h[n]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and _before(
+                self._heap_p[child + 1], self._heap_h[child + 1],
+                self._heap_p[child], self._heap_h[child],
+            ):
+                child += 1
+            if not _before(self._heap_p[child], self._heap_h[child], p, h):
+                break
+            self._heap_p[i] = self._heap_p[child]
+            self._heap_h[i] = self._heap_h[child]
+            i = child
+        self._heap_p[i] = p
+        self._heap_h[i] = h
+
+    def walk(self, Column column, Py_ssize_t most, small):
+        """The servers, in order, that `most` workers fill (skipping those `small` flags):
+        (server, workers that fit, cost of one worker), until they hold `most` workers
+        or none is left."""
+        cdef double[::1] prices = column._prices
+        cdef double[::1] free = column._free
+        cdef unsigned char[::1] seen = column._seen
+        cdef const unsigned char[::1] too_small
+        cdef bint has_small = small is not None
+        cdef double demand = self.demand
+        cdef double p
+        cdef Py_ssize_t h, i, need, fit, k
+        cdef Py_ssize_t n_held = 0
+        cdef list out = []
+        cdef list met = []
+        cdef bint from_order
+        if has_small:
+            too_small = small
+        if most == 1 and not has_small:
+            return self._first(prices, free)
+        held_p = <double*> malloc(max(self._heap_n, 1) * sizeof(double))
+        held_h = <Py_ssize_t*> malloc(max(self._heap_n, 1) * sizeof(Py_ssize_t))
+        if held_p == NULL or held_h == NULL:
+            c_free(held_p)
+            c_free(held_h)
+            raise MemoryError()
+        try:
+            need = most
+            i = self.front
+            while need > 0:
+                # Drop heap entries that stand no more, or whose server was met.
+                while self._heap_n:
+                    h = self._heap_h[0]
+                    if (
+                        prices[h] == self._heap_p[0]
+                        and free[h] / demand + EPS >= 1.0
+                        and not seen[h]
+                    ):
+                        break
+                    self.pop()
+                if i < self._size and (
+                    self._heap_n == 0
+                    or _before(
+                        self._order_prices[i], self._order_servers[i],
+                        self._heap_p[0], self._heap_h[0],
+                    )
+                ):
+                    p = self._order_prices[i]
+                    h = self._order_servers[i]
+                    i += 1
+                    if prices[h] != p or free[h] / demand + EPS < 1.0 or seen[h]:
+                        if i - 1 == self.front:
+                            self.front = i
+                        continue
+                elif self._heap_n:
+                    p = self._heap_p[0]
+                    h = self._heap_h[0]
+                    self.pop()
+                    # Taken off the heap while it stands: put back after the walk.
+                    held_p[n_held] = p
+                    held_h[n_held] = h
+                    n_held += 1
+                else:
+                    break
+                seen[h] = 1
+                met.append(h)
+                if has_small and too_small[h]:
+                    continue
+                # The fit as the table form computes it: ⌊free/d + ε⌋, at most `most`.
+                fit = <Py_ssize_t> floor(free[h] / demand + EPS)
+                if fit > most:
+                    fit = most
+                out.append((h, fit, p * demand))
+                need -= fit
+            for k in range(n_held):
+                self.push(held_p[k], held_h[k])
+        finally:
+            c_free(held_p)
+            c_free(held_h)
+            for h in met:
+                seen[h] = 0
+        return out
+
+    cdef list _first(self, double[::1] prices, double[::1] free):
+        """:meth:`walk` for one worker on any server: the first standing entry, looked at
+        and left in place (the stale ones before it are dropped, as a walk drops them)."""
+        cdef double demand = self.demand
+        cdef Py_ssize_t h = 0, i
+        cdef double p = 0.0
+        while self._heap_n:
+            h = self._heap_h[0]
+            if prices[h] == self._heap_p[0] and free[h] / demand + EPS >= 1.0:
+                break
+            self.pop()
+        i = self.front
+        while i < self._size:
+            p = self._order_prices[i]
+            h = self._order_servers[i]
+            if prices[h] == p and free[h] / demand + EPS >= 1.0:
+                break
+            i += 1
+            self.front = i
+        if i < self._size and (
+            self._heap_n == 0 or _before(p, h, self._heap_p[0], self._heap_h[0])
+        ):
+            return [(h, 1, p * demand)]
+        if self._heap_n:
+            return [(self._heap_h[0], 1, self._heap_p[0] * demand)]
+        return []
+
+
+def ranked_costs(candidates, counts, Py_ssize_t width):
+    """Full-slot cost of each count laid out on `candidates` ((server, fit, cost) in
+    fill order), inf where they cannot hold it; each count's `width` terms summed as
+    NumPy sums a row of the table form."""
+    cdef Py_ssize_t n = len(candidates)
+    cdef Py_ssize_t room = 0, j, count, before, left, fit, used
+    cdef double* fits_cost = <double*> malloc(max(n, 1) * sizeof(double))
+    cdef Py_ssize_t* fits = <Py_ssize_t*> malloc(max(n, 1) * sizeof(Py_ssize_t))
+    cdef double* terms = <double*> malloc(max(width, n, 1) * sizeof(double))
+    cdef list out = []
+    if fits_cost == NULL or fits == NULL or terms == NULL:
+        c_free(fits_cost)
+        c_free(fits)
+        c_free(terms)
+        raise MemoryError()
+    try:
+        for j in range(n):
+            entry = candidates[j]
+            fits[j] = entry[1]
+            fits_cost[j] = entry[2]
+            room += fits[j]
+        for count in counts:
+            if count > room:
+                out.append(INFINITY)
+                continue
+            before = 0
+            used = 0
+            for j in range(n):
+                left = count - before
+                if left <= 0:
+                    break
+                fit = fits[j]
+                terms[used] = (left if left < fit else fit) * fits_cost[j]
+                used += 1
+                before += fit
+            out.append(_sum(terms, used, width))
+    finally:
+        c_free(fits_cost)
+        c_free(fits)
+        c_free(terms)
+    return out
+
+
+def numpy_sum(terms, Py_ssize_t width):
+    """The sum NumPy's `add.reduce` gives over `width` values: `terms`, then zeros."""
+    cdef Py_ssize_t n = len(terms), j
+    cdef double* values = <double*> malloc(max(width, n, 1) * sizeof(double))
+    if values == NULL:
+        raise MemoryError()
+    try:
+        for j in range(n):
+            values[j] = terms[j]
+        return _sum(values, n, width)
+    finally:
+        c_free(values)
+
+
+cdef double _sum(double* terms, Py_ssize_t used, Py_ssize_t width) noexcept:
+    """`used` terms, then zeros up to `width` (`terms` has room for them), summed as
+    NumPy does: one after another from 0 below 8 values; from 8 on, eight running sums
+    combined pairwise and the rest added, blocks above 128 split in halves. The zeros
+    change nothing in the sequential form but move the terms' places in the other."""
+    cdef double total = 0.0
+    cdef Py_ssize_t j
+    if width < 8:
+        for j in range(used):
+            total += terms[j]
+        return total
+    for j in range(used, width):
+        terms[j] = 0.0
+    return _pairwise(terms, width)
+
+
+cdef double _pairwise(double* values, Py_ssize_t n) noexcept:
+    cdef double r[8]
+    cdef double total
+    cdef Py_ssize_t i, j, half
+    if n < 8:
+        total = 0.0
+        for j in range(n):
+            total += values[j]
+        return total
+    if n <= 128:
+        for j in range(8):
+            r[j] = values[j]
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += values[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            total += values[i]
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(values, half) + _pairwise(values + half, n - half)
+
+
+cdef class OneCount:
+    """The schedule subroutine's dynamic programme for a job that accepts one worker
+    count only (the paper's §IV subroutine; :class:`policies.common.oasis._Programme`
+    is its general form).
+
+    The same recurrence, the same sums in the same order and the same choice among
+    equal costs as the general form, on the states that can be reached: a job with one
+    count that has started runs every slot until done, so after slot t the work done is
+    0, all of it, or the units of one run of consecutive slots ending at t (one state
+    per start). The runs are kept newest first, so by units done, never falling: each
+    slot adds the same units to every run and puts the new run, with the fewest, in
+    front. Every slot's runs stay in one buffer (a slot's list is written once, after
+    the lists before it), for the backtrack.
+    """
+
+    cdef readonly Py_ssize_t total
+    cdef double top  # least cost of being done
+    # The runs of every slot so far, one list after another: units done, least cost.
+    cdef long long* _done
+    cdef double* _cost
+    cdef Py_ssize_t _used, _room
+    cdef Py_ssize_t _mid_at, _mid_len  # the current runs
+    # Per slot stepped: where its runs before it lie, the cost of being done before it,
+    # whether finishing in it beats having finished earlier, its units and its cost.
+    cdef Py_ssize_t* _h_at
+    cdef Py_ssize_t* _h_len
+    cdef double* _h_top
+    cdef unsigned char* _h_better
+    cdef long long* _h_units
+    cdef double* _h_cost
+    cdef Py_ssize_t _slots, _slot_room
+
+    def __init__(self, Py_ssize_t total):
+        self.total = total
+        self.top = INFINITY
+        self._used = self._room = 0
+        self._mid_at = self._mid_len = 0
+        self._slots = self._slot_room = 0
+
+    def __dealloc__(self):
+        c_free(self._done)
+        c_free(self._cost)
+        c_free(self._h_at)
+        c_free(self._h_len)
+        c_free(self._h_top)
+        c_free(self._h_better)
+        c_free(self._h_units)
+        c_free(self._h_cost)
+
+    cdef int _reserve_runs(self, Py_ssize_t more) except -1:
+        cdef Py_ssize_t room
+        cdef long long* done
+        cdef double* cost
+        if self._used + more <= self._room:
+            return 0
+        room = max(64, 2 * self._room, self._used + more)
+        done = <long long*> realloc(self._done, room * sizeof(long long))
+        if done == NULL:
+            raise MemoryError()
+        self._done = done
+        cost = <double*> realloc(self._cost, room * sizeof(double))
+        if cost == NULL:
+            raise MemoryError()
+        self._cost = cost
+        self._room = room
+        return 0
+
+    cdef int _reserve_slot(self) except -1:
+        cdef Py_ssize_t room
+        if self._slots < self._slot_room:
+            return 0
+        room = max(16, 2 * self._slot_room)
+        self._h_at = <Py_ssize_t*> _grown(self._h_at, room * sizeof(Py_ssize_t))
+        self._h_len = <Py_ssize_t*> _grown(self._h_len, room * sizeof(Py_ssize_t))
+        self._h_top = <double*> _grown(self._h_top, room * sizeof(double))
+        self._h_better = <unsigned char*> _grown(self._h_better, room * sizeof(unsigned char))
+        self._h_units = <long long*> _grown(self._h_units, room * sizeof(long long))
+        self._h_cost = <double*> _grown(self._h_cost, room * sizeof(double))
+        self._slot_room = room
+        return 0
+
+    def step(self, long long units, double cost):
+        """Advance one slot that does `units` at `cost` (inf: it cannot run); the least
+        cost of being done by its end."""
+        return self.advance(units, cost)
+
+    cdef double advance(self, long long units, double cost) except? -1.0:
+        cdef long long top = self.total
+        cdef long long lowest
+        cdef Py_ssize_t cut, j, at
+        cdef double tail, finish
+        cdef bint better
+        self._reserve_slot()
+        cdef Py_ssize_t s = self._slots
+        self._h_at[s] = self._mid_at
+        self._h_len[s] = self._mid_len
+        self._h_top[s] = self.top
+        self._h_units[s] = units
+        self._h_cost[s] = cost
+        self._slots += 1
+        if not isfinite(cost):
+            self._h_better[s] = 0
+            self._mid_at = self._used
+            self._mid_len = 0
+            return self.top
+        lowest = top - units if top > units else 0
+        # The least cost among the states this slot's work finishes: 0 done (if one slot
+        # is enough), the runs that far along (the tail of the runs) and being done
+        # already; min as Python's min picks (a later value only if strictly less).
+        cut = self._mid_len
+        tail = INFINITY
+        at = self._mid_at
+        while cut and self._done[at + cut - 1] >= lowest:
+            cut -= 1
+            if self._cost[at + cut] < tail:
+                tail = self._cost[at + cut]
+        if lowest == 0 and not tail < 0.0:
+            tail = 0.0
+        finish = (self.top if self.top < tail else tail) + cost
+        better = finish < self.top
+        self._h_better[s] = better
+        # The runs after this slot: a new one (if one slot does not finish the job),
+        # then those it does not finish, each one slot further along.
+        self._reserve_runs(cut + 1)
+        at = self._mid_at
+        j = self._used
+        if units < top:
+            self._done[j] = units
+            self._cost[j] = 0.0 + cost
+            j += 1
+        for i in range(cut):
+            self._done[j] = self._done[at + i] + units
+            self._cost[j] = self._cost[at + i] + cost
+            j += 1
+        self._mid_at = self._used
+        self._mid_len = j - self._used
+        self._used = j
+        if better:
+            self.top = finish
+        return self.top
+
+    def finishing(self):
+        """Every way to finish in the slot last stepped: (count index 0, units done
+        before, the slot's units, least cost), by state, as the general form lists them."""
+        cdef Py_ssize_t s = self._slots - 1
+        cdef long long units = self._h_units[s]
+        cdef double cost = self._h_cost[s]
+        cdef long long top = self.total
+        cdef long long lowest
+        cdef Py_ssize_t at = self._h_at[s], cut = self._h_len[s], j
+        cdef list found = []
+        if units <= 0 or not isfinite(cost):
+            return found
+        lowest = top - units if top > units else 0
+        if lowest == 0:
+            found.append((0, 0, units, 0.0 + cost))
+        while cut and self._done[at + cut - 1] >= lowest:
+            cut -= 1
+        for j in range(cut, self._h_len[s]):
+            found.append((0, self._done[at + j], units, self._cost[at + j] + cost))
+        return found
+
+    def backtrack(self, Py_ssize_t last, entry=None):
+        """Slots run (count index 0) by the cheapest way to be done by slot `last`; with
+        `entry` (count index, units done before), by the cheapest way to finish in slot
+        `last` from that state."""
+        cdef dict runs = {}
+        cdef long long top = self.total
+        cdef long long done = top
+        cdef long long lowest, d
+        cdef double least, v
+        cdef Py_ssize_t t, j, at
+        if entry is not None:
+            runs[last] = entry[0]
+            done = entry[1]
+            last -= 1
+        for t in range(last, -1, -1):
+            if done == 0 or (done == top and not self._h_better[t]):
+                continue
+            runs[t] = 0
+            if done == top:
+                # The first state of least cost among those a slot's work finishes:
+                # 0 done, the runs before the slot, then being done already.
+                lowest = top - self._h_units[t] if top > self._h_units[t] else 0
+                least = INFINITY
+                if 0 >= lowest and 0.0 < least:
+                    done, least = 0, 0.0
+                at = self._h_at[t]
+                for j in range(self._h_len[t]):
+                    d = self._done[at + j]
+                    v = self._cost[at + j]
+                    if d >= lowest and v < least:
+                        done, least = d, v
+                if top >= lowest and self._h_top[t] < least:
+                    done, least = top, self._h_top[t]
+            else:
+                done -= self._h_units[t]
+        return runs
+
+
+cdef void* _grown(void* block, size_t size) except NULL:
+    cdef void* grown = realloc(block, size)
+    if grown == NULL:
+        raise MemoryError()
+    return grown
