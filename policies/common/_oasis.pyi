@@ -1,6 +1,6 @@
 """Types of the compiled ranked form (policies/common/_ranked.pyx)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -35,3 +35,43 @@ class OneCount:
     def step(self, units: int, cost: float) -> float: ...
     def finishing(self) -> list[tuple[int, int, int, float]]: ...
     def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]: ...
+
+class UtilityCurve:
+    def __init__(
+        self,
+        sigmoid: bool,
+        value: float,
+        midpoint: float = 0.0,
+        steepness: float = 1.0,
+        deadline: float = 0.0,
+    ) -> None: ...
+    def value_at(self, elapsed_s: float) -> float: ...
+
+def search_one_count(
+    one: OneCount,
+    ranked: Callable[[int], list[tuple[int, int, float]]] | None,
+    rows: Iterator[tuple[int, list[float] | npt.NDArray[np.float64]]],
+    costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]] | None,
+    horizon: int,
+    count: int,
+    width: int,
+    looped_cells: int,
+    first_units: int,
+    full_units: int,
+    fraction: float,
+    first_slot: int,
+    slot_s: float,
+    submit: float,
+    floor_cost: float,
+    utility: UtilityCurve,
+    within: bool,
+    walks: dict[int, list[tuple[int, int, float]]],
+) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
+def update_columns(
+    columns: dict[tuple[int, int], Column],
+    resources: Iterable[int],
+    slots: npt.NDArray[np.int64],
+    servers: npt.NDArray[np.int64],
+    prices: npt.NDArray[np.float64],
+    free: npt.NDArray[np.float64],
+) -> None: ...

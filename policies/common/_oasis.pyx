@@ -17,7 +17,7 @@ form to the table form (tests/policies/test_oasis_search.py) judge it.
 
 import numpy as np
 
-from libc.math cimport INFINITY, floor, isfinite
+from libc.math cimport INFINITY, exp, floor, isfinite
 from libc.stdlib cimport free as c_free
 from libc.stdlib cimport malloc, realloc
 
@@ -52,6 +52,9 @@ cdef class Column:
 
     def update(self, Py_ssize_t server, double price, double free):
         """A commit changed the server's use: its new price and free amount."""
+        self.set(server, price, free)
+
+    cdef int set(self, Py_ssize_t server, double price, double free) except -1:
         cdef double old = self._prices[server]
         cdef SlotRank rank
         self._prices[server] = price
@@ -60,6 +63,26 @@ cdef class Column:
             for rank in self.ranks.values():
                 if free / rank.demand + EPS >= 1.0:
                     rank.push(price, server)
+        return 0
+
+
+def update_columns(
+    dict columns, resources, slots, servers, prices, free
+):
+    """A commit's cells (slot `slots[i]`, server `servers[i]`), with their new prices
+    and free amounts (cells × resources), written to every column kept for them, cell
+    after cell for each resource of `resources`."""
+    cdef const long long[:] at_slot = slots
+    cdef const long long[:] at_server = servers
+    cdef const double[:, :] new_prices = prices
+    cdef const double[:, :] new_free = free
+    cdef Py_ssize_t i, k
+    cdef object column
+    for k in resources:
+        for i in range(at_slot.shape[0]):
+            column = columns.get((k, at_slot[i]))
+            if column is not None:
+                (<Column> column).set(at_server[i], new_prices[i, k], new_free[i, k])
 
 
 cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noexcept:
@@ -579,3 +602,133 @@ cdef void* _grown(void* block, size_t size) except NULL:
     if grown == NULL:
         raise MemoryError()
     return grown
+
+
+cdef class UtilityCurve:
+    """A job's utility as the search evaluates it (the domain model's `value_at`,
+    :mod:`policies.model`): a sigmoid, value / (1 + e^(s·(t − m)/m)), or a step, the
+    value up to the deadline and 0 after. The same operations in the same order."""
+
+    cdef bint sigmoid
+    cdef double value, midpoint, steepness, deadline
+
+    def __init__(
+        self, bint sigmoid, double value, double midpoint=0.0, double steepness=1.0,
+        double deadline=0.0,
+    ):
+        self.sigmoid = sigmoid
+        self.value = value
+        self.midpoint = midpoint
+        self.steepness = steepness
+        self.deadline = deadline
+
+    def value_at(self, double elapsed_s):
+        return self.at(elapsed_s)
+
+    cdef inline double at(self, double elapsed_s) noexcept:
+        cdef double exponent
+        if self.sigmoid:
+            exponent = self.steepness * (elapsed_s - self.midpoint) / self.midpoint
+            # min(exponent, 700.0) as Python's min picks it: past ~700 e^x overflows.
+            return self.value / (1.0 + exp(exponent if not 700.0 < exponent else 700.0))
+        return self.value if elapsed_s <= self.deadline else 0.0
+
+
+def search_one_count(
+    OneCount one,
+    ranked,
+    rows,
+    costs_at_once,
+    Py_ssize_t horizon,
+    Py_ssize_t count,
+    Py_ssize_t width,
+    Py_ssize_t looped_cells,
+    long long first_units,
+    long long full_units,
+    double fraction,
+    long long first_slot,
+    double slot_s,
+    double submit,
+    double floor_cost,
+    UtilityCurve utility,
+    bint within,
+    dict walks,
+):
+    """The search's loop over slots for a job of one worker count on the ranked form
+    (:func:`policies.common.oasis.search_schedule`, whose loop this is, step for step).
+
+    Each slot t: the count's cost in it, a step of `one`, then the best way to finish
+    in it, until the utility left cannot beat the best payoff even at floor prices.
+    On the ranked form the cost is worked out here from the slot's walk (`ranked(t)`,
+    kept in `walks`): the current slot pro rata, inf where the slot does no whole unit
+    of work, and `costs_at_once(walk)` for a count whose (count, candidate) cells
+    exceed `looped_cells`, as the Python form does. On the table form (`ranked` None)
+    `rows` yields each slot's (t, [cost]) with all that applied.
+    Returns (best payoff, its last slot or -1, when it is done, (count index, units
+    done before) of its way into that slot or None, whether the utility stopped it).
+    """
+    cdef double best_payoff = -INFINITY, best_end = 0.0
+    cdef Py_ssize_t best_t = -1, t, at, cut, j
+    cdef object entry = None
+    cdef bint stopped = False
+    cdef double cost, finished, end, value, length, at_start, done_at, payoff, ratio
+    cdef double least
+    cdef long long units, lowest, before, total = one.total
+    cdef list walk
+    for t in range(horizon):
+        units = first_units if t == 0 else full_units
+        if ranked is None:
+            row_t, row = next(rows)
+            assert row_t == t
+            cost = row[0]
+        else:
+            walk = ranked(t)
+            walks[t] = walk
+            if count == 1:
+                cost = walk[0][2] if walk else INFINITY
+            elif count * width > looped_cells:
+                cost = costs_at_once(walk)[0]
+            else:
+                cost = ranked_costs(walk, (count,), width)[0]
+            if t == 0:
+                cost = cost * fraction if first_units > 0 else INFINITY
+            elif full_units <= 0:
+                cost = INFINITY
+        finished = one.advance(units, cost)
+        end = <double> (first_slot + t + 1) * slot_s
+        value = utility.at(end - submit)
+        if within and isfinite(finished):
+            # The slot's start bounds the value of a finish inside it; only a schedule
+            # that could beat the best so far is followed to where it finishes.
+            length = slot_s * (fraction if t == 0 else 1.0)
+            at_start = utility.at(end - length - submit)
+            if at_start - finished > best_payoff and units > 0 and isfinite(cost):
+                # The ways to finish in this slot (OneCount.finishing), in its order:
+                # from nothing done (if one slot is enough), then the runs it finishes.
+                lowest = total - units if total > units else 0
+                at = one._h_at[one._slots - 1]
+                cut = one._h_len[one._slots - 1]
+                while cut and one._done[at + cut - 1] >= lowest:
+                    cut -= 1
+                # (With nothing done able to finish, every run can: the cut is 0, and
+                # j = -1 stands for the way from nothing done.)
+                for j in range(-1 if lowest == 0 else cut, one._h_len[one._slots - 1]):
+                    if j < 0:
+                        before, least = 0, 0.0 + cost
+                    else:
+                        before, least = one._done[at + j], one._cost[at + j] + cost
+                    ratio = <double> (total - before) / <double> units
+                    done_at = end - length * (1.0 - (ratio if ratio < 1.0 else 1.0))
+                    payoff = utility.at(done_at - submit) - least
+                    if payoff > best_payoff:
+                        best_payoff, best_t, best_end = payoff, t, done_at
+                        entry = (0, before)
+        elif isfinite(finished) and value - finished > best_payoff:
+            best_payoff, best_t, best_end = value - finished, t, end
+        if value - floor_cost <= (0.0 if 0.0 > best_payoff else best_payoff):
+            # Utility never grows and no schedule costs less than the floor prices:
+            # no later finish can pay more, nor pay at all.
+            stopped = True
+            break
+    return best_payoff, best_t, best_end, entry, stopped
+

@@ -73,6 +73,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Literal
 
 import msgspec
@@ -82,7 +83,15 @@ from msgspec import Meta
 from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from policies.common._oasis import Column, OneCount, SlotRank, ranked_costs
+from policies.common._oasis import (
+    Column,
+    OneCount,
+    SlotRank,
+    UtilityCurve,
+    ranked_costs,
+    search_one_count,
+    update_columns,
+)
 from policies.common.wording import counted
 from policies.model import (
     Assignment,
@@ -876,15 +885,9 @@ class Market:
         if self._columns:
             # Keep the ranked columns in step with the cells that changed: their new
             # price and free amount, as the arrays now hold them.
-            cells = list(zip(slots.tolist(), servers.tolist(), strict=True))
-            columns = self._columns
-            for k in self._column_resources:
-                new_prices = now_priced[:, k].tolist()
-                new_free = now_free[:, k].tolist()
-                for (t, h), p, f in zip(cells, new_prices, new_free, strict=True):
-                    column = columns.get((k, t))
-                    if column is not None:
-                        column.update(h, p, f)
+            update_columns(
+                self._columns, self._column_resources, slots, servers, now_priced, now_free
+            )
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -1702,7 +1705,6 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     programme = _Programme(total, (first_units, full_units)) if not single and not few else None
     reachable = _Reachable(total) if few else None
     one = OneCount(total) if single else None
-    first_whole = first_list[0], full_list[0]
     ladder = market.ladder(model)
     tables: list[tuple[int, SlotCosts]] = []
     walks: dict[int, list[tuple[int, int, float]]] = {}
@@ -1719,45 +1721,72 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     finishes = one or reachable or programme
     assert finishes is not None
     way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
-    for t, row in rows:
-        if one is not None:
-            finished = one.step(first_whole[t > 0], row[0])
-        elif reachable is not None:
-            costs = row if isinstance(row, list) else row.tolist()
-            finished = reachable.step(first_list if t == 0 else full_list, costs)
-        else:
-            assert programme is not None
-            units = first_units if t == 0 else full_units
-            finished = programme.step(0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64))
-        end = (first_slot + t + 1) * slot_s
-        value = value_at(end - submit)  # at the end of slot t
-        if within and math.isfinite(finished):
-            # The slot's start bounds the value of a finish inside it; only a schedule
-            # that could beat the best so far is followed to where it finishes.
-            length = slot_s * (fraction if t == 0 else 1.0)
-            at_start = value_at(end - length - submit)
-            if at_start - finished > best_payoff:
-                way_payoff.end, way_payoff.length = end, length
-                if programme is not None and len(counts) > _Reachable.MOST_COUNTS:
-                    # Many counts: evaluate few of their many ways.
-                    kept = programme.best_way(at_start, best_payoff, way_payoff)
-                    if kept is not None:
-                        best_payoff, best_end, (index, before, _, _) = kept
-                        best_t, entry = t, (index, before)
-                else:
-                    # The few ways of a job of a few counts, walked in order.
-                    for index, before, run, cost in finishes.finishing():
-                        payoff, done_at = way_payoff(before, run, cost)
-                        if payoff > best_payoff:
-                            best_payoff, best_t, best_end = payoff, t, done_at
-                            entry = index, before
-        elif math.isfinite(finished) and value - finished > best_payoff:
-            best_payoff, best_t, best_end = value - finished, t, end
-        if value - floor_cost <= max(best_payoff, 0.0):
-            # Utility never grows and no schedule costs less than the floor prices:
-            # no later finish can pay more, nor pay at all.
-            stopped_by_value = True
-            break
+    if one is not None:
+        # One count (most jobs): the loop of several counts below, step for step, for
+        # one count and compiled (policies/common/_oasis.pyx). On the ranked form it
+        # walks the slots itself; on the table form it reads `rows`.
+        best_payoff, best_t, best_end, entry, stopped_by_value = search_one_count(
+            one,
+            None if ladder is None else partial(market.ranked, ladder),
+            rows,
+            None
+            if ladder is None
+            else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
+            market.horizon,
+            int(counts[0]),
+            0 if ladder is None else ladder.width,
+            _LOOPED_CELLS,
+            first_list[0],
+            full_list[0],
+            fraction,
+            first_slot,
+            slot_s,
+            submit,
+            floor_cost,
+            _curve(model.utility),
+            within,
+            walks,
+        )
+    else:
+        for t, row in rows:
+            if reachable is not None:
+                costs = row if isinstance(row, list) else row.tolist()
+                finished = reachable.step(first_list if t == 0 else full_list, costs)
+            else:
+                assert programme is not None
+                units = first_units if t == 0 else full_units
+                finished = programme.step(
+                    0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64)
+                )
+            end = (first_slot + t + 1) * slot_s
+            value = value_at(end - submit)  # at the end of slot t
+            if within and math.isfinite(finished):
+                # The slot's start bounds the value of a finish inside it; only a schedule
+                # that could beat the best so far is followed to where it finishes.
+                length = slot_s * (fraction if t == 0 else 1.0)
+                at_start = value_at(end - length - submit)
+                if at_start - finished > best_payoff:
+                    way_payoff.end, way_payoff.length = end, length
+                    if programme is not None and len(counts) > _Reachable.MOST_COUNTS:
+                        # Many counts: evaluate few of their many ways.
+                        kept = programme.best_way(at_start, best_payoff, way_payoff)
+                        if kept is not None:
+                            best_payoff, best_end, (index, before, _, _) = kept
+                            best_t, entry = t, (index, before)
+                    else:
+                        # The few ways of a job of a few counts, walked in order.
+                        for index, before, run, cost in finishes.finishing():
+                            payoff, done_at = way_payoff(before, run, cost)
+                            if payoff > best_payoff:
+                                best_payoff, best_t, best_end = payoff, t, done_at
+                                entry = index, before
+            elif math.isfinite(finished) and value - finished > best_payoff:
+                best_payoff, best_t, best_end = value - finished, t, end
+            if value - floor_cost <= max(best_payoff, 0.0):
+                # Utility never grows and no schedule costs less than the floor prices:
+                # no later finish can pay more, nor pay at all.
+                stopped_by_value = True
+                break
 
     if best_t < 0:
         reason = _why_none(market, model, stopped_by_value, total, full_units)
@@ -1792,6 +1821,13 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             held=held,
         )
     )
+
+
+def _curve(utility: Utility) -> UtilityCurve:
+    """The utility as the compiled search evaluates it (the same `value_at`)."""
+    if isinstance(utility, SigmoidUtility):
+        return UtilityCurve(True, utility.value, utility.midpoint_s, utility.steepness)
+    return UtilityCurve(False, utility.value, deadline=utility.deadline_s)
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from policies.common.oasis import (
     OasisParams,
     OasisState,
     _cheapest,
+    _curve,
     _fitting,
     _Ladder,
     _laid,
@@ -323,6 +324,26 @@ def test_ranked_servers_give_the_schedules_the_slot_tables_give(seed: int) -> No
             ranked.commit(model, found)
             tables.commit(model, plain)
     assert np.array_equal(ranked.prices, tables.prices)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.floats(min_value=1e-3, max_value=1e6),
+    scale=st.floats(min_value=1.0, max_value=1e6),
+    steepness=st.floats(min_value=1e-2, max_value=50.0),
+    elapsed=st.lists(st.floats(min_value=-1e7, max_value=1e8), min_size=1, max_size=20),
+)
+def test_the_compiled_search_values_a_finish_as_the_utility_does(
+    value: float, scale: float, steepness: float, elapsed: list[float]
+) -> None:
+    """The compiled one-count search evaluates both kinds of utility to the bit, the
+    deadline itself and exponents past the overflow guard included."""
+    sigmoid = SigmoidUtility(value=value, midpoint_s=scale, steepness=steepness)
+    step = StepUtility(value=value, deadline_s=scale)
+    for utility in (sigmoid, step):
+        curve = _curve(utility)
+        for at in [*elapsed, scale]:
+            assert curve.value_at(at) == utility.value_at(at)
 
 
 @settings(max_examples=300, deadline=None)
