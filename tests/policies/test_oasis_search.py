@@ -9,11 +9,11 @@ the same layouts, the same choice among equal costs.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from unittest.mock import patch
 
+import msgspec
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -197,7 +197,7 @@ def test_a_one_worker_job_costs_what_the_general_form_gives_on_a_server_of_that_
         model = model_job(one, utility, implied, params)
         table = market.layouts(model, slice(0, 8))
         assert table.nodes is None
-        wider = dataclasses.replace(
+        wider = msgspec.structs.replace(
             model,
             counts=np.array([1, 2]),
             ps=np.zeros(2, dtype=np.int64),
