@@ -1,6 +1,7 @@
 """Types of the compiled ranked form (policies/common/_ranked.pyx)."""
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -47,14 +48,30 @@ class UtilityCurve:
     ) -> None: ...
     def value_at(self, elapsed_s: float) -> float: ...
 
+class _Ladder(Protocol):
+    """What the search reads of a job shape's ladder (policies.common.oasis._Ladder)."""
+
+    @property
+    def k(self) -> int: ...
+    @property
+    def demand(self) -> float: ...
+    @property
+    def most(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def counts(self) -> list[int]: ...
+    @property
+    def small(self) -> bytes | None: ...
+
 def search_one_count(
     one: OneCount,
+    ladder: _Ladder | None,
+    columns: dict[tuple[int, int], Column],
     ranked: Callable[[int], list[tuple[int, int, float]]] | None,
     rows: Iterator[tuple[int, list[float] | npt.NDArray[np.float64]]],
     costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]] | None,
     horizon: int,
-    count: int,
-    width: int,
     looped_cells: int,
     first_units: int,
     full_units: int,
@@ -75,3 +92,12 @@ def update_columns(
     prices: npt.NDArray[np.float64],
     free: npt.NDArray[np.float64],
 ) -> None: ...
+def ranked_layouts(
+    walks: dict[int, list[tuple[int, int, float]]],
+    ordered: Sequence[tuple[int, int]],
+    counts: Sequence[int],
+    columns: dict[tuple[int, int], Column],
+    k: int,
+    demand: float,
+    fraction: float,
+) -> tuple[list[tuple[tuple[int, int, int], ...]], list[int], list[int], list[int], float]: ...

@@ -186,7 +186,7 @@ cdef class SlotRank:
         self._heap_p[i] = p
         self._heap_h[i] = h
 
-    def walk(self, Column column, Py_ssize_t most, small):
+    cpdef list walk(self, Column column, Py_ssize_t most, object small):
         """The servers, in order, that `most` workers fill (skipping those `small` flags):
         (server, workers that fit, cost of one worker), until they hold `most` workers
         or none is left."""
@@ -636,12 +636,12 @@ cdef class UtilityCurve:
 
 def search_one_count(
     OneCount one,
+    ladder,
+    dict columns,
     ranked,
     rows,
     costs_at_once,
     Py_ssize_t horizon,
-    Py_ssize_t count,
-    Py_ssize_t width,
     Py_ssize_t looped_cells,
     long long first_units,
     long long full_units,
@@ -659,11 +659,13 @@ def search_one_count(
 
     Each slot t: the count's cost in it, a step of `one`, then the best way to finish
     in it, until the utility left cannot beat the best payoff even at floor prices.
-    On the ranked form the cost is worked out here from the slot's walk (`ranked(t)`,
-    kept in `walks`): the current slot pro rata, inf where the slot does no whole unit
-    of work, and `costs_at_once(walk)` for a count whose (count, candidate) cells
-    exceed `looped_cells`, as the Python form does. On the table form (`ranked` None)
-    `rows` yields each slot's (t, [cost]) with all that applied.
+    On the ranked form (`ladder`, the market's `_Ladder` of the job) the cost is worked
+    out here from the slot's walk, kept in `walks`: the ranking of the slot's column in
+    `columns` walked here, or `ranked(t)` where the market has yet to make it; the
+    current slot pro rata, inf where the slot does no whole unit of work, and
+    `costs_at_once(walk)` for a count whose (count, candidate) cells exceed
+    `looped_cells`, as the Python form does. On the table form (`ladder` None) `rows`
+    yields each slot's (t, [cost]) with all that applied.
     Returns (best payoff, its last slot or -1, when it is done, (count index, units
     done before) of its way into that slot or None, whether the utility stopped it).
     """
@@ -675,14 +677,25 @@ def search_one_count(
     cdef double least
     cdef long long units, lowest, before, total = one.total
     cdef list walk
+    cdef Py_ssize_t k = 0, most = 0, count = 0, width = 0
+    cdef double demand = 0.0
+    cdef object small = None, column, rank
+    if ladder is not None:
+        k, demand, most, small = ladder.k, ladder.demand, ladder.most, ladder.small
+        count, width = ladder.counts[0], ladder.width
     for t in range(horizon):
         units = first_units if t == 0 else full_units
-        if ranked is None:
+        if ladder is None:
             row_t, row = next(rows)
             assert row_t == t
             cost = row[0]
         else:
-            walk = ranked(t)
+            column = columns.get((k, t))
+            rank = None if column is None else (<Column> column).ranks.get(demand)
+            if rank is None:
+                walk = ranked(t)
+            else:
+                walk = (<SlotRank> rank).walk(<Column> column, most, small)
             walks[t] = walk
             if count == 1:
                 cost = walk[0][2] if walk else INFINITY
@@ -732,3 +745,38 @@ def search_one_count(
             break
     return best_payoff, best_t, best_end, entry, stopped
 
+
+
+def ranked_layouts(
+    dict walks, ordered, counts, dict columns, Py_ssize_t k, double demand, double fraction
+):
+    """The layouts of a schedule found on the ranked form: in each slot it runs (`ordered`:
+    (slot, count index)), the count's workers fill that slot's walked candidates in
+    order. Returns each slot's layout ((server, workers, 0) per server used), the cells
+    as lists (slot, server, workers) and the schedule's cost of resource k: the sum over
+    cells of share · price · workers · demand (the current slot's share pro rata),
+    added one cell after another as NumPy reduces those products."""
+    cdef list layouts = [], t_cells = [], on = [], held = []
+    cdef list layout
+    cdef double spent = 0.0, share
+    cdef Py_ssize_t t, option, count, before, workers, server, fit
+    cdef Column column
+    for t, option in ordered:
+        count = counts[option]
+        column = columns[(k, t)]
+        share = fraction if t == 0 else 1.0
+        layout = []
+        before = 0
+        for entry in walks[t]:
+            server, fit = entry[0], entry[1]
+            workers = count - before if not fit < count - before else fit
+            if workers <= 0:
+                break
+            layout.append((server, workers, 0))
+            t_cells.append(t)
+            on.append(server)
+            held.append(workers)
+            spent += share * column._prices[server] * (workers * demand)
+            before += fit
+        layouts.append(tuple(layout))
+    return layouts, t_cells, on, held, spent

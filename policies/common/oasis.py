@@ -89,6 +89,7 @@ from policies.common._oasis import (
     SlotRank,
     UtilityCurve,
     ranked_costs,
+    ranked_layouts,
     search_one_count,
     update_columns,
 )
@@ -1131,6 +1132,11 @@ class Market:
             )
         return rank.walk(column, ladder.most, ladder.small)
 
+    @property
+    def columns(self) -> dict[tuple[int, int], Column]:
+        """The columns made so far, by (resource, slot), for the compiled search to read."""
+        return self._columns
+
     def column(self, k: int, t: int) -> Column:
         """Resource k of every server in slot t, as plain floats kept in step by `commit`."""
         column = self._columns.get((k, t))
@@ -1727,14 +1733,14 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         # walks the slots itself; on the table form it reads `rows`.
         best_payoff, best_t, best_end, entry, stopped_by_value = search_one_count(
             one,
+            ladder,
+            market.columns,
             None if ladder is None else partial(market.ranked, ladder),
             rows,
             None
             if ladder is None
             else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
             market.horizon,
-            int(counts[0]),
-            0 if ladder is None else ladder.width,
             _LOOPED_CELLS,
             first_list[0],
             full_list[0],
@@ -1918,7 +1924,7 @@ def _ranked_runs(
     model: JobModel,
     ladder: _Ladder,
     ordered: Sequence[tuple[int, int]],
-    walks: Mapping[int, list[tuple[int, int, float]]],
+    walks: dict[int, list[tuple[int, int, float]]],
 ) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray]:
     """:func:`_runs` and :func:`_priced` for a schedule found by the ranked form: each
     slot's workers fill that slot's candidates in order, as in the table.
@@ -1927,30 +1933,20 @@ def _ranked_runs(
     share · price · held, added one cell after another as NumPy reduces the rows of
     :func:`_priced` (held is workers · demand; the other resources add exact zeros).
     """
-    k, demand = ladder.k, ladder.demand
-    fraction = market.first_fraction
-    slots = []
-    t_cells: list[int] = []
-    on: list[int] = []
-    held: list[int] = []
-    spent = 0.0
-    for t, option in ordered:
-        count = ladder.counts[option]
-        column = market.column(k, t)
-        share = fraction if t == 0 else 1.0
-        layout = []
-        before = 0
-        for server, fit, _ in walks[t]:
-            workers = min(count - before, fit)
-            if workers <= 0:
-                break
-            layout.append((server, workers, 0))
-            t_cells.append(t)
-            on.append(server)
-            held.append(workers)
-            spent += share * column.price(server) * (workers * demand)
-            before += fit
-        slots.append(SlotRun(t=t, workers=count, ps=int(model.ps[option]), layout=tuple(layout)))
+    layouts, t_cells, on, held, spent = ranked_layouts(
+        walks,
+        ordered,
+        ladder.counts,
+        market.columns,
+        ladder.k,
+        ladder.demand,
+        market.first_fraction,
+    )
+    slots = [
+        SlotRun(t=t, workers=ladder.counts[option], ps=int(model.ps[option]), layout=layout)
+        for (t, option), layout in zip(ordered, layouts, strict=True)
+    ]
+    k = ladder.k
     workers_held = np.array(held, dtype=np.int64)
     cells = (
         np.array(t_cells, dtype=np.int64),
