@@ -101,3 +101,6 @@ def ranked_layouts(
     demand: float,
     fraction: float,
 ) -> tuple[list[tuple[tuple[int, int, int], ...]], list[int], list[int], list[int], float]: ...
+def programme_step(
+    done: npt.NDArray[np.float64], units: npt.NDArray[np.int64], cost: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]: ...

@@ -780,3 +780,49 @@ def ranked_layouts(
             before += fit
         layouts.append(tuple(layout))
     return layouts, t_cells, on, held, spent
+
+
+def programme_step(done, units, cost):
+    """One slot of the schedule subroutine's dynamic programme over every work-done
+    state (:class:`policies.common.oasis._Programme`): `done[d]` is the least cost of
+    having done d units (d = total: all of it) by the end of the slots before. Option 0
+    runs nothing (allowed at d = 0 and d = total only: a started job runs every slot
+    until done); option i + 1 runs count i for `units[i]` units at `cost[i]` (inf: it
+    cannot run), reaching "all done" from any state within a slot's work of the end.
+    Returns the least cost of each state after the slot and the option that gives it,
+    the first of equal ones (as NumPy's argmin over the options picks it)."""
+    cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
+    cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
+    cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
+    cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i, best
+    cdef long long source
+    cdef double least, value
+    after = np.empty(top + 1)
+    choice = np.empty(top + 1, dtype=np.intp)
+    tail_array = np.empty(top + 1)
+    cdef double[::1] out = after
+    cdef Py_ssize_t[::1] chosen = choice
+    cdef double[::1] tail = tail_array
+    # tail[d] = the least of done[d:], as np.minimum.accumulate over the reversed array.
+    tail[top] = before[top]
+    for d in range(top - 1, -1, -1):
+        tail[d] = before[d] if before[d] < tail[d + 1] else tail[d + 1]
+    for d in range(top + 1):
+        least = before[d] if d == 0 or d == top else INFINITY
+        best = 0
+        for i in range(n):
+            if not isfinite(paid[i]):
+                continue
+            source = d - run[i]
+            if d == top:
+                value = tail[source if source > 0 else 0] + paid[i]
+            elif source < 0:
+                continue
+            else:
+                value = before[source] + paid[i]
+            if value < least:
+                least = value
+                best = i + 1
+        out[d] = least
+        chosen[d] = best
+    return after, choice

@@ -71,6 +71,7 @@ assumed to keep them for their estimated remaining time.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -88,6 +89,7 @@ from policies.common._oasis import (
     OneCount,
     SlotRank,
     UtilityCurve,
+    programme_step,
     ranked_costs,
     ranked_layouts,
     search_one_count,
@@ -1376,71 +1378,27 @@ class _Programme:
     by the end of the slots seen so far. A slot offers option 0, running nothing
     (allowed before the start, d = 0, and after the end, d = Q, only: a started job
     runs in every slot until done), or option i + 1, running counts[i] workers for
-    units[i] units at cost[i]. The index arrays of a slot depend only on its units,
-    which take two values (the current, partial slot and a whole one), so they are
-    built once.
+    units[i] units at cost[i]. Each slot's step is compiled (:func:`programme_step`);
+    the history it keeps (the states before each slot, the option chosen for each
+    state after it) is what the ways to finish and the backtrack read.
     """
 
-    def __init__(self, total: int, variants: Sequence[IntArray]) -> None:
+    def __init__(self, total: int) -> None:
         self.total = total
-        span = np.arange(total + 1)
-        self.sources: list[IntArray] = []
-        self.invalid: list[npt.NDArray[np.bool_]] = []
-        self.tails: list[IntArray] = []
-        for units in variants:
-            source = span[None, :] - units[:, None]
-            self.invalid.append(source < 0)
-            self.sources.append(np.maximum(source, 0))
-            self.tails.append(np.maximum(total - units, 0))
-        self.span = span
         self.done = np.full(total + 1, np.inf)
         self.done[0] = 0.0
         self.history: list[tuple[FloatArray, npt.NDArray[np.intp], IntArray]] = []
         self.costs: list[FloatArray] = []  # per slot, the cost of each count (inf: cannot run)
 
-    def step(self, variant: int, units: IntArray, cost: FloatArray) -> float:
-        """Advance one slot; return the least cost of being done by its end."""
-        done, top = self.done, self.total
-        finite = np.isfinite(cost)
-        if finite.all():
-            return self._step_all(variant, units, cost)
+    def step(self, units: IntArray, cost: FloatArray) -> float:
+        """Advance one slot whose count i does units[i] at cost[i] (inf: it cannot run);
+        return the least cost of being done by its end (:func:`programme_step`,
+        compiled)."""
         self.costs.append(cost)
-        feasible = np.flatnonzero(finite)
-        options = np.full((len(feasible) + 1, top + 1), np.inf)
-        options[0, 0], options[0, top] = done[0], done[top]
-        if len(feasible):
-            moved = done[self.sources[variant][feasible]]
-            moved += cost[feasible, None]
-            moved[self.invalid[variant][feasible]] = np.inf
-            # Reaching "all done" counts any start within a slot's work of the end.
-            tail = np.minimum.accumulate(done[::-1])[::-1]
-            moved[:, top] = tail[self.tails[variant][feasible]] + cost[feasible]
-            options[1:] = moved
-        best = options.argmin(axis=0)
-        choice = best if not len(feasible) else np.where(best > 0, feasible[best - 1] + 1, 0)
-        self.history.append((done, choice, units))
-        self.done = options[best, self.span]
-        return float(self.done[top])
-
-    def _step_all(self, variant: int, units: IntArray, cost: FloatArray) -> float:
-        """:meth:`step` when every count can run (the common case): the same sums, with
-        option i + 1 for count i directly (no index of the feasible ones)."""
-        done, top = self.done, self.total
-        self.costs.append(cost)
-        options = np.empty((len(cost) + 1, top + 1))
-        options[0] = np.inf
-        options[0, 0], options[0, top] = done[0], done[top]
-        moved = options[1:]
-        np.take(done, self.sources[variant], out=moved)
-        moved += cost[:, None]
-        moved[self.invalid[variant]] = np.inf
-        # Reaching "all done" counts any start within a slot's work of the end.
-        tail = np.minimum.accumulate(done[::-1])[::-1]
-        moved[:, top] = tail[self.tails[variant]] + cost
-        best = options.argmin(axis=0)
-        self.history.append((done, best, units))
-        self.done = options[best, self.span]
-        return float(self.done[top])
+        done, choice = programme_step(self.done, units, cost)
+        self.history.append((self.done, choice, units))
+        self.done = done
+        return float(done[self.total])
 
     def finishing(self) -> list[Finish]:
         """Every way to finish in the slot last stepped, by count, then state: from each
@@ -1604,12 +1562,16 @@ class _Reachable:
         before, _, units = self.history[-1]
         top = self.total
         found: list[Finish] = []
+        # By count, then state (the vector programme's order): the states in order once,
+        # and for each count the range of them its slot's work finishes, [top − u, top).
+        states = sorted(before.items())
+        done = [d for d, _ in states]
+        short = bisect_left(done, top)
         for i, (u, c) in enumerate(zip(units, self.costs[-1], strict=True)):
             if u <= 0 or not math.isfinite(c):
                 continue
-            lowest = top - u if top > u else 0
-            found += [(i, d, u, v + c) for d, v in before.items() if lowest <= d < top]
-        found.sort()  # by count, then state: the vector programme's order
+            lowest = bisect_left(done, top - u, hi=short) if top > u else 0
+            found += [(i, d, u, v + c) for d, v in states[lowest:short]]
         return found
 
     def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
@@ -1708,7 +1670,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
 
     single = len(counts) == 1
     few = not single and total <= _Reachable.MOST_UNITS and len(counts) <= _Reachable.MOST_COUNTS
-    programme = _Programme(total, (first_units, full_units)) if not single and not few else None
+    programme = _Programme(total) if not single and not few else None
     reachable = _Reachable(total) if few else None
     one = OneCount(total) if single else None
     ladder = market.ladder(model)
@@ -1761,9 +1723,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             else:
                 assert programme is not None
                 units = first_units if t == 0 else full_units
-                finished = programme.step(
-                    0 if t == 0 else 1, units, np.asarray(row, dtype=np.float64)
-                )
+                finished = programme.step(units, np.asarray(row, dtype=np.float64))
             end = (first_slot + t + 1) * slot_s
             value = value_at(end - submit)  # at the end of slot t
             if within and math.isfinite(finished):

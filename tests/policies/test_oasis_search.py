@@ -77,12 +77,12 @@ def _assert_same_finishes(small: OneCount | _Reachable, vector: _Programme, t: i
 def test_one_count_programme_matches_the_vector_programme(
     total: int, first: int, whole: int, slot_costs: list[float]
 ) -> None:
-    vector = _Programme(total, (np.array([first]), np.array([whole])))
+    vector = _Programme(total)
     reachable = OneCount(total)
     for t, drawn in enumerate(slot_costs):
         units = first if t == 0 else whole
         cost = drawn if units > 0 else math.inf
-        expected = vector.step(0 if t == 0 else 1, np.array([units]), np.array([cost]))
+        expected = vector.step(np.array([units]), np.array([cost]))
         assert reachable.step(units, cost) == expected
         _assert_same_finishes(reachable, vector, t)
         if math.isfinite(expected):
@@ -101,14 +101,14 @@ def test_reachable_states_programme_matches_the_vector_programme(
     units = st.lists(st.integers(min_value=0, max_value=20), min_size=counts, max_size=counts)
     first, whole = data.draw(units), data.draw(units)
     slots = data.draw(st.integers(min_value=1, max_value=12))
-    vector = _Programme(total, (np.array(first), np.array(whole)))
+    vector = _Programme(total)
     reachable = _Reachable(total)
     for t in range(slots):
         now = first if t == 0 else whole
         drawn = data.draw(st.lists(costs, min_size=counts, max_size=counts))
         # As the search gives them: a count that does no whole unit cannot run.
         cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
-        expected = vector.step(0 if t == 0 else 1, np.array(now), np.array(cost))
+        expected = vector.step(np.array(now), np.array(cost))
         assert reachable.step(now, cost) == expected
         _assert_same_finishes(reachable, vector, t)
         if math.isfinite(expected):
@@ -373,7 +373,7 @@ def test_the_best_way_to_finish_is_the_one_walking_every_way_keeps(
     included, which coarse costs and a step utility make common."""
     units = st.lists(st.integers(min_value=0, max_value=40), min_size=counts, max_size=counts)
     first, whole = data.draw(units), data.draw(units)
-    vector = _Programme(total, (np.array(first), np.array(whole)))
+    vector = _Programme(total)
     utilities: list[Utility] = [
         StepUtility(value=12.0, deadline_s=1_000.0),
         StepUtility(value=5.0, deadline_s=1_300.0),
@@ -385,7 +385,7 @@ def test_the_best_way_to_finish_is_the_one_walking_every_way_keeps(
         now = first if t == 0 else whole
         drawn = data.draw(st.lists(costs, min_size=counts, max_size=counts))
         cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
-        vector.step(0 if t == 0 else 1, np.array(now), np.array(cost))
+        vector.step(np.array(now), np.array(cost))
         length = data.draw(st.sampled_from([SLOT, SLOT / 3]))
         end = 600.0 + SLOT * (t + 1)
         payoff = _WayPayoff(utility.value_at, 0.0, end, length, total)
