@@ -1902,8 +1902,9 @@ def _ranked_runs(
         ladder.demand,
         market.first_fraction,
     )
+    counts, servers = ladder.counts, model.ps.tolist()
     slots = [
-        SlotRun(t=t, workers=ladder.counts[option], ps=int(model.ps[option]), layout=layout)
+        SlotRun(t=t, workers=counts[option], ps=servers[option], layout=layout)
         for (t, option), layout in zip(ordered, layouts, strict=True)
     ]
     k = ladder.k
