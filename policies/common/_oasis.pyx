@@ -1,18 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""OASiS's ranked form, compiled: the servers of a slot kept in order of price.
+"""OASiS's schedule search, compiled in part.
 
 Bao, Peng, Wu and Li, "Online Job Scheduling in Distributed Machine Learning Clusters"
-(INFOCOM 2018), §IV: the schedule subroutine lays a job's workers out greedily on the
-servers where one more worker costs least. :mod:`policies.common.oasis` describes the
-ranked form (:meth:`Market.ranked`); this module holds its per-slot state and walks,
-which every search of a decision runs once per slot it reaches, as typed arrays instead
-of Python lists, sets and a ``heapq`` heap.
+(INFOCOM 2018), §IV: for each arriving job, the schedule subroutine lays its workers out
+greedily on the servers where one more worker costs least, slot by slot, and a dynamic
+programme over the slots finds its schedule of best payoff. :mod:`policies.common.oasis`
+is the account of the algorithm and its Python; this module holds, as typed arrays, the
+parts every search repeats per slot and per state: the ranked form's columns, rankings
+and walks (:meth:`Market.ranked`), each count's sum, the one-count programme and the
+loop over slots of a job of one count, the vector programme's step, a commit's column
+updates and a ranked schedule's layouts.
 
 Every figure is the one the Python form made: the same IEEE operations on doubles in
 the same order (the build turns off floating-point contraction), the same order of
-(price, server) entries, the same sums (:func:`numpy_sum` adds as NumPy's
-``add.reduce`` does). The golden decisions and the property tests that hold the ranked
-form to the table form (tests/policies/test_oasis_search.py) judge it.
+(price, server) entries, the same choice among equal values, the same sums
+(:func:`numpy_sum` adds as NumPy's ``add.reduce`` does). The golden decisions and the
+property tests of tests/policies/test_oasis_search.py judge it.
 """
 
 import numpy as np
@@ -32,7 +35,7 @@ cdef double EPS = 1e-9
 
 cdef class Column:
     """One resource of every server in one slot, copied from the market's arrays and
-    kept in step by :meth:`update`, and its rankings by the demand of a worker."""
+    kept in step by :func:`update_columns`, and its rankings by the demand of a worker."""
 
     cdef double[::1] _prices
     cdef double[::1] _free
@@ -46,15 +49,8 @@ cdef class Column:
         self._seen = np.zeros(len(self._prices), dtype=np.uint8)
         self.ranks = {}
 
-    def price(self, Py_ssize_t server):
-        """The server's price of this resource in this slot."""
-        return self._prices[server]
-
-    def update(self, Py_ssize_t server, double price, double free):
-        """A commit changed the server's use: its new price and free amount."""
-        self.set(server, price, free)
-
     cdef int set(self, Py_ssize_t server, double price, double free) except -1:
+        """A commit changed the server's use: its new price and free amount."""
         cdef double old = self._prices[server]
         cdef SlotRank rank
         self._prices[server] = price
@@ -541,6 +537,8 @@ cdef class OneCount:
     def finishing(self):
         """Every way to finish in the slot last stepped: (count index 0, units done
         before, the slot's units, least cost), by state, as the general form lists them."""
+        if self._slots == 0:
+            raise IndexError("no slot stepped yet")
         cdef Py_ssize_t s = self._slots - 1
         cdef long long units = self._h_units[s]
         cdef double cost = self._h_cost[s]
@@ -569,6 +567,8 @@ cdef class OneCount:
         cdef long long lowest, d
         cdef double least, v
         cdef Py_ssize_t t, j, at
+        if not 0 <= last < self._slots:
+            raise IndexError(f"slot {last} not stepped ({self._slots} so far)")
         if entry is not None:
             runs[last] = entry[0]
             done = entry[1]
