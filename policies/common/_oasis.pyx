@@ -826,3 +826,27 @@ def programme_step(done, units, cost):
         out[d] = least
         chosen[d] = best
     return after, choice
+
+
+def programme_finishing(done, units, cost):
+    """Every way to finish in a slot of the vector programme (:func:`programme_step`),
+    from the states before it (`done`), by count, then state: (count index, units done
+    before, the count's units, the way's cost), for each count that can run and does
+    some work, from each state short of done that its slot's work completes and whose
+    way costs something finite."""
+    cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
+    cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
+    cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
+    cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i
+    cdef long long lowest
+    cdef double value
+    cdef list found = []
+    for i in range(n):
+        if not isfinite(paid[i]) or run[i] <= 0:
+            continue
+        lowest = top - run[i] if top > run[i] else 0
+        for d in range(lowest, top):
+            value = before[d] + paid[i]
+            if isfinite(value):
+                found.append((i, d, run[i], value))
+    return found

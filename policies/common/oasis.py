@@ -71,7 +71,6 @@ assumed to keep them for their estimated remaining time.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -89,6 +88,7 @@ from policies.common._oasis import (
     OneCount,
     SlotRank,
     UtilityCurve,
+    programme_finishing,
     programme_step,
     ranked_costs,
     ranked_layouts,
@@ -1404,18 +1404,7 @@ class _Programme:
         """Every way to finish in the slot last stepped, by count, then state: from each
         state short of done that one slot's work of a count completes."""
         before, _, units = self.history[-1]
-        cost, top = self.costs[-1], self.total
-        found: list[Finish] = []
-        for i in np.flatnonzero(np.isfinite(cost) & (units > 0)).tolist():
-            run = int(units[i])
-            lowest = max(0, top - run)
-            paid = before[lowest:top] + cost[i]
-            reached = np.flatnonzero(np.isfinite(paid))
-            found += [
-                (i, d + lowest, run, v)
-                for d, v in zip(reached.tolist(), paid[reached].tolist(), strict=True)
-            ]
-        return found
+        return programme_finishing(before, units, self.costs[-1])
 
     def best_way(
         self, at_start: float, best: float, payoff: _WayPayoff
@@ -1500,105 +1489,9 @@ class _Programme:
         return runs
 
 
-class _Reachable:
-    """:class:`_Programme` on the states it reaches, for a job of few units.
-
-    The same recurrence, the same sums and the same choice among equal costs (running
-    nothing first, then the counts in order), with `done` kept only where it is
-    finite. Work done moves in steps of a slot's units, so a job of a few dozen units
-    reaches a handful of states per slot, where the vector form pays for all
-    `total + 1` of them in a dozen NumPy calls.
-    """
-
-    # Up to this many units the reachable states are few enough to pay.
-    MOST_UNITS = 64
-    # Beyond this many counts the vector form's NumPy calls over every count cost less
-    # than this form's Python loop over each count and state.
-    MOST_COUNTS = 32
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done: dict[int, float] = {0: 0.0}
-        # Per slot: the states before it, the option taken to each state after it
-        # (absent: 0, running nothing), and its units.
-        self.history: list[tuple[dict[int, float], dict[int, int], Sequence[int]]] = []
-        self.costs: list[Sequence[float]] = []
-
-    def step(self, units: Sequence[int], cost: Sequence[float]) -> float:
-        """Advance one slot whose count i does units[i] at cost[i] (inf: it cannot run);
-        return the least cost of being done by its end."""
-        top, done = self.total, self.done
-        self.costs.append(cost)
-        # Running nothing keeps 0 (always reached) and all done, and wins ties.
-        least: dict[int, float] = {0: done[0]}
-        choice: dict[int, int] = {}
-        if top in done:
-            least[top] = done[top]
-        for option, (u, c) in enumerate(zip(units, cost, strict=True), start=1):
-            if not math.isfinite(c):
-                continue
-            for d, v in done.items():
-                reached = d + u
-                if reached >= top:
-                    continue  # finishing is counted below
-                value = v + c
-                if reached not in least or value < least[reached]:
-                    least[reached] = value
-                    choice[reached] = option
-            # Reaching "all done" counts any start within a slot's work of the end.
-            lowest = top - u if top > u else 0
-            tail = min([v for d, v in done.items() if d >= lowest], default=math.inf)
-            if math.isfinite(tail):
-                value = tail + c
-                if top not in least or value < least[top]:
-                    least[top] = value
-                    choice[top] = option
-        self.history.append((done, choice, units))
-        self.done = least
-        return least.get(top, math.inf)
-
-    def finishing(self) -> list[Finish]:
-        """As :meth:`_Programme.finishing`."""
-        before, _, units = self.history[-1]
-        top = self.total
-        found: list[Finish] = []
-        # By count, then state (the vector programme's order): the states in order once,
-        # and for each count the range of them its slot's work finishes, [top − u, top).
-        states = sorted(before.items())
-        done = [d for d, _ in states]
-        short = bisect_left(done, top)
-        for i, (u, c) in enumerate(zip(units, self.costs[-1], strict=True)):
-            if u <= 0 or not math.isfinite(c):
-                continue
-            lowest = bisect_left(done, top - u, hi=short) if top > u else 0
-            found += [(i, d, u, v + c) for d, v in states[lowest:short]]
-        return found
-
-    def backtrack(self, last: int, entry: tuple[int, int] | None = None) -> dict[int, int]:
-        """As :meth:`_Programme.backtrack`."""
-        runs: dict[int, int] = {}
-        total = done = self.total
-        if entry is not None:
-            runs[last], done = entry
-            last -= 1
-        for t in range(last, -1, -1):
-            before, choice, units = self.history[t]
-            option = choice.get(done, 0)
-            if option == 0:
-                continue
-            count = option - 1
-            runs[t] = count
-            if done == total:
-                # The first state of least cost among those a slot's work finishes.
-                lowest = max(0, total - int(units[count]))
-                pick, least = lowest, math.inf
-                for d in sorted(before):
-                    if d >= lowest and before[d] < least:
-                        pick, least = d, before[d]
-                done = pick
-            else:
-                done -= int(units[count])
-        return runs
+_WALKED_COUNTS = 32
+"""Up to this many counts, the search walks every way to finish in a slot in order;
+beyond, :meth:`_Programme.best_way` evaluates the few that can matter."""
 
 
 def _blocks(horizon: int) -> list[tuple[int, int]]:
@@ -1669,9 +1562,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     floor_cost = least_cost(market, model)
 
     single = len(counts) == 1
-    few = not single and total <= _Reachable.MOST_UNITS and len(counts) <= _Reachable.MOST_COUNTS
-    programme = _Programme(total) if not single and not few else None
-    reachable = _Reachable(total) if few else None
+    programme = _Programme(total) if not single else None
     one = OneCount(total) if single else None
     ladder = market.ladder(model)
     tables: list[tuple[int, SlotCosts]] = []
@@ -1686,7 +1577,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     stopped_by_value = False
     value_at, first_slot, slot_s = model.utility.value_at, market.first_slot, params.slot_s
     within = params.completion_value == "within_slot"
-    finishes = one or reachable or programme
+    finishes = one or programme
     assert finishes is not None
     way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
     if one is not None:
@@ -1717,13 +1608,9 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         )
     else:
         for t, row in rows:
-            if reachable is not None:
-                costs = row if isinstance(row, list) else row.tolist()
-                finished = reachable.step(first_list if t == 0 else full_list, costs)
-            else:
-                assert programme is not None
-                units = first_units if t == 0 else full_units
-                finished = programme.step(units, np.asarray(row, dtype=np.float64))
+            assert programme is not None
+            units = first_units if t == 0 else full_units
+            finished = programme.step(units, np.asarray(row, dtype=np.float64))
             end = (first_slot + t + 1) * slot_s
             value = value_at(end - submit)  # at the end of slot t
             if within and math.isfinite(finished):
@@ -1733,7 +1620,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 at_start = value_at(end - length - submit)
                 if at_start - finished > best_payoff:
                     way_payoff.end, way_payoff.length = end, length
-                    if programme is not None and len(counts) > _Reachable.MOST_COUNTS:
+                    if programme is not None and len(counts) > _WALKED_COUNTS:
                         # Many counts: evaluate few of their many ways.
                         kept = programme.best_way(at_start, best_payoff, way_payoff)
                         if kept is not None:

@@ -2,9 +2,10 @@
 
 The search (Bao, Peng, Wu, Li, INFOCOM 2018, §IV) reuses a job shape's slot-cost
 table within a decision, runs a job that accepts one worker count through a
-programme on its reachable states only, and lays out a worker that needs one
-resource from servers kept ranked by price. All must be exact: the same numbers,
-the same layouts, the same choice among equal costs.
+programme on its reachable states only, lays out a worker that needs one resource
+from servers kept ranked by price, and runs these and the programme's steps compiled.
+All must be exact: the same numbers, the same layouts, the same choice among equal
+costs.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from policies.common.oasis import (
     _Programme,
     _ranked_costs,
     _ranked_costs_at_once,
-    _Reachable,
     _WayPayoff,
     job_utility,
     model_job,
@@ -52,7 +52,7 @@ costs = st.one_of(
 )
 
 
-def _assert_same_finishes(small: OneCount | _Reachable, vector: _Programme, t: int) -> None:
+def _assert_same_finishes(small: OneCount, vector: _Programme, t: int) -> None:
     """Both forms offer the same ways to finish in slot t, in the same order, and
     backtrack each way to the same runs: a schedule that finishes in t."""
     ways = vector.finishing()
@@ -89,30 +89,63 @@ def test_one_count_programme_matches_the_vector_programme(
             assert reachable.backtrack(t) == vector.backtrack(t)
 
 
+def _stepped(
+    done: list[float], units: list[int], cost: list[float], top: int
+) -> tuple[list[float], list[int]]:
+    """The programme's recurrence written out plainly, option by option: what running
+    nothing (at 0 and at done only) or each count leaves each state at, the earlier
+    option kept among equal costs."""
+    after, choice = [math.inf] * (top + 1), [0] * (top + 1)
+    after[0], after[top] = done[0], done[top]
+    for option, (u, c) in enumerate(zip(units, cost, strict=True), start=1):
+        if not math.isfinite(c):
+            continue
+        for d in range(top + 1):
+            if d == top:
+                value = min(done[max(top - u, 0) :]) + c  # any start within a slot's work
+            elif d >= u:
+                value = done[d - u] + c
+            else:
+                continue
+            if value < after[d]:
+                after[d], choice[d] = value, option
+    return after, choice
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     total=st.integers(min_value=1, max_value=64),
-    counts=st.integers(min_value=1, max_value=4),
+    counts=st.integers(min_value=1, max_value=6),
     data=st.data(),
 )
-def test_reachable_states_programme_matches_the_vector_programme(
+def test_the_compiled_programme_steps_as_the_recurrence_says(
     total: int, counts: int, data: st.DataObject
 ) -> None:
+    """Each slot's least costs and chosen options, and the ways to finish in it, are
+    those of the recurrence written out plainly, ties and counts that cannot run
+    included."""
     units = st.lists(st.integers(min_value=0, max_value=20), min_size=counts, max_size=counts)
     first, whole = data.draw(units), data.draw(units)
     slots = data.draw(st.integers(min_value=1, max_value=12))
     vector = _Programme(total)
-    reachable = _Reachable(total)
+    plain = vector.done.tolist()
     for t in range(slots):
         now = first if t == 0 else whole
         drawn = data.draw(st.lists(costs, min_size=counts, max_size=counts))
         # As the search gives them: a count that does no whole unit cannot run.
         cost = [c if u > 0 else math.inf for c, u in zip(drawn, now, strict=True)]
-        expected = vector.step(np.array(now), np.array(cost))
-        assert reachable.step(now, cost) == expected
-        _assert_same_finishes(reachable, vector, t)
-        if math.isfinite(expected):
-            assert reachable.backtrack(t) == vector.backtrack(t)
+        before = plain
+        plain, choice = _stepped(plain, now, cost, total)
+        assert vector.step(np.array(now), np.array(cost)) == plain[total]
+        assert vector.done.tolist() == plain
+        assert vector.history[-1][1].tolist() == choice
+        assert vector.finishing() == [
+            (i, d, u, before[d] + c)
+            for i, (u, c) in enumerate(zip(now, cost, strict=True))
+            if u > 0 and math.isfinite(c)
+            for d in range(max(total - u, 0), total)
+            if math.isfinite(before[d] + c)
+        ]
 
 
 def test_reused_slot_cost_tables_equal_fresh_ones_after_every_commit() -> None:
