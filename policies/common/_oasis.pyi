@@ -105,3 +105,14 @@ def programme_step(
 def programme_finishing(
     done: npt.NDArray[np.float64], units: npt.NDArray[np.int64], cost: npt.NDArray[np.float64]
 ) -> list[tuple[int, int, int, float]]: ...
+def programme_best_finish(
+    done: npt.NDArray[np.float64],
+    units: npt.NDArray[np.int64],
+    cost: npt.NDArray[np.float64],
+    total: int,
+    end: float,
+    length: float,
+    submit: float,
+    utility: UtilityCurve,
+    best_payoff: float,
+) -> tuple[float, float, int, int] | None: ...

@@ -850,3 +850,39 @@ def programme_finishing(done, units, cost):
             if isfinite(value):
                 found.append((i, d, run[i], value))
     return found
+
+
+def programme_best_finish(
+    done, units, cost, long long total, double end, double length, double submit,
+    UtilityCurve utility, double best_payoff,
+):
+    """Of the ways to finish in a slot of the vector programme (those of
+    :func:`programme_finishing`, in its order), the one the search keeps: walking them
+    in order, each that pays strictly more than the best so far. A way from d units
+    done, by count i, is done when the work it has left takes the slot's rate, at
+    end − length · (1 − min(1, (total − d) / units[i])), and pays the utility then less
+    its cost. Returns (payoff, when done, count index, units done before), or None
+    when no way pays more than `best_payoff`."""
+    cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
+    cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
+    cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
+    cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i
+    cdef Py_ssize_t kept_i = -1, kept_d = 0
+    cdef long long lowest
+    cdef double value, ratio, done_at, payoff, kept_at = 0.0
+    for i in range(n):
+        if not isfinite(paid[i]) or run[i] <= 0:
+            continue
+        lowest = top - run[i] if top > run[i] else 0
+        for d in range(lowest, top):
+            value = before[d] + paid[i]
+            if not isfinite(value):
+                continue
+            ratio = <double> (total - d) / <double> run[i]
+            done_at = end - length * (1.0 - (ratio if ratio < 1.0 else 1.0))
+            payoff = utility.at(done_at - submit) - value
+            if payoff > best_payoff:
+                best_payoff, kept_i, kept_d, kept_at = payoff, i, d, done_at
+    if kept_i < 0:
+        return None
+    return best_payoff, kept_at, kept_i, kept_d

@@ -88,6 +88,7 @@ from policies.common._oasis import (
     OneCount,
     SlotRank,
     UtilityCurve,
+    programme_best_finish,
     programme_finishing,
     programme_step,
     ranked_costs,
@@ -1406,6 +1407,18 @@ class _Programme:
         before, _, units = self.history[-1]
         return programme_finishing(before, units, self.costs[-1])
 
+    def walked_best(
+        self, end: float, length: float, submit: float, utility: UtilityCurve, best: float
+    ) -> tuple[float, float, int, int] | None:
+        """The way to finish in the slot last stepped (a slot of `length` ending at
+        `end`) that walking :meth:`finishing` in order keeps, each way that pays strictly
+        more than `best` replacing it: (payoff, when done, count index, units done
+        before), or None (:func:`programme_best_finish`, compiled)."""
+        before, _, units = self.history[-1]
+        return programme_best_finish(
+            before, units, self.costs[-1], self.total, end, length, submit, utility, best
+        )
+
     def best_way(
         self, at_start: float, best: float, payoff: _WayPayoff
     ) -> tuple[float, float, Finish] | None:
@@ -1580,6 +1593,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     finishes = one or programme
     assert finishes is not None
     way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
+    curve = _curve(model.utility)  # the same utility, for the compiled parts
     if one is not None:
         # One count (most jobs): the loop of several counts below, step for step, for
         # one count and compiled (policies/common/_oasis.pyx). On the ranked form it
@@ -1602,7 +1616,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             slot_s,
             submit,
             floor_cost,
-            _curve(model.utility),
+            curve,
             within,
             walks,
         )
@@ -1627,12 +1641,11 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                             best_payoff, best_end, (index, before, _, _) = kept
                             best_t, entry = t, (index, before)
                     else:
-                        # The few ways of a job of a few counts, walked in order.
-                        for index, before, run, cost in finishes.finishing():
-                            payoff, done_at = way_payoff(before, run, cost)
-                            if payoff > best_payoff:
-                                best_payoff, best_t, best_end = payoff, t, done_at
-                                entry = index, before
+                        # The few ways of a job of a few counts, walked in order (compiled).
+                        walked = programme.walked_best(end, length, submit, curve, best_payoff)
+                        if walked is not None:
+                            best_payoff, best_end, index, before = walked
+                            best_t, entry = t, (index, before)
             elif math.isfinite(finished) and value - finished > best_payoff:
                 best_payoff, best_t, best_end = value - finished, t, end
             if value - floor_cost <= max(best_payoff, 0.0):

@@ -401,9 +401,10 @@ def test_sums_are_added_in_numpys_order(terms: list[float], extra: int) -> None:
 def test_the_best_way_to_finish_is_the_one_walking_every_way_keeps(
     total: int, counts: int, data: st.DataObject
 ) -> None:
-    """`_Programme.best_way`, which evaluates few ways, keeps the way (and payoff) that
-    walking all of `finishing` in order and keeping each strictly better one keeps: ties
-    included, which coarse costs and a step utility make common."""
+    """`_Programme.best_way`, which evaluates few ways, and `walked_best`, which walks
+    them compiled, keep the way (and payoff) that walking all of `finishing` in order
+    and keeping each strictly better one keeps: ties included, which coarse costs and a
+    step utility make common."""
     units = st.lists(st.integers(min_value=0, max_value=40), min_size=counts, max_size=counts)
     first, whole = data.draw(units), data.draw(units)
     vector = _Programme(total)
@@ -431,6 +432,12 @@ def test_the_best_way_to_finish_is_the_one_walking_every_way_keeps(
             if value > highest:
                 highest, walked = value, (value, done_at, way)
         assert vector.best_way(at_start, best, payoff) == walked
+        # The compiled walk of every way keeps the same one.
+        kept = vector.walked_best(end, length, 0.0, _curve(utility), best)
+        if walked is None:
+            assert kept is None
+        else:
+            assert kept == (walked[0], walked[1], walked[2][0], walked[2][1])
         ways = vector.finishing()
         if ways:
             before, runs, paid = (np.array([w[k] for w in ways]) for k in (1, 2, 3))
