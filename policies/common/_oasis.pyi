@@ -116,3 +116,20 @@ def programme_best_finish(
     utility: UtilityCurve,
     best_payoff: float,
 ) -> tuple[float, float, int, int] | None: ...
+def commit_use(
+    used: npt.NDArray[np.float64],
+    capacity: npt.NDArray[np.float64],
+    held: npt.NDArray[np.float64],
+    slots: npt.NDArray[np.int64],
+    servers: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def write_cells(
+    prices: npt.NDArray[np.float64],
+    free: npt.NDArray[np.float64],
+    touched: npt.NDArray[np.int64],
+    slots: npt.NDArray[np.int64],
+    servers: npt.NDArray[np.int64],
+    new_prices: npt.NDArray[np.float64],
+    new_free: npt.NDArray[np.float64],
+    commit: int,
+) -> None: ...

@@ -886,3 +886,54 @@ def programme_best_finish(
     if kept_i < 0:
         return None
     return best_payoff, kept_at, kept_i, kept_d
+
+
+def commit_use(used, capacity, held, slots, servers):
+    """Add a committed schedule's use to the market (`used`: slots × servers ×
+    resources, changed in place) at its cells (slot `slots[i]`, server `servers[i]`,
+    `held[i]` of each resource; one cell per slot and server). Returns, per cell and
+    resource, the share of capacity now used, clamped to [0, 1] (1 where there is no
+    capacity), and what is left free (never below 0): NumPy's divide, minimum and
+    maximum as :func:`policies.common.oasis.price` and the commit applied them."""
+    cdef double[:, :, :] use = used
+    cdef const double[:, :] cap = capacity
+    cdef const double[:, :] adds = held
+    cdef const long long[:] at_slot = slots
+    cdef const long long[:] at_server = servers
+    cdef Py_ssize_t cells = at_slot.shape[0], kinds = cap.shape[1], i, k, t, h
+    cdef double now, room, share, left
+    shares_array = np.empty((cells, kinds))
+    free_array = np.empty((cells, kinds))
+    cdef double[:, ::1] shares = shares_array
+    cdef double[:, ::1] free = free_array
+    for i in range(cells):
+        t, h = at_slot[i], at_server[i]
+        for k in range(kinds):
+            now = use[t, h, k] + adds[i, k]
+            use[t, h, k] = now
+            room = cap[h, k]
+            share = now / room if room > 0 else 1.0
+            share = share if share <= 1.0 else 1.0
+            shares[i, k] = share if share >= 0.0 else 0.0
+            left = room - now
+            free[i, k] = left if left >= 0.0 else 0.0
+    return shares_array, free_array
+
+
+def write_cells(prices, free, touched, slots, servers, new_prices, new_free, long long commit):
+    """Write a commit's new prices and free amounts to the market's arrays at its cells,
+    and mark each of its slots as touched by commit number `commit`."""
+    cdef double[:, :, :] price_at = prices
+    cdef double[:, :, :] free_at = free
+    cdef long long[:] touched_by = touched
+    cdef const double[:, :] priced = new_prices
+    cdef const double[:, :] left = new_free
+    cdef const long long[:] at_slot = slots
+    cdef const long long[:] at_server = servers
+    cdef Py_ssize_t i, k, t, h
+    for i in range(at_slot.shape[0]):
+        t, h = at_slot[i], at_server[i]
+        for k in range(priced.shape[1]):
+            price_at[t, h, k] = priced[i, k]
+            free_at[t, h, k] = left[i, k]
+        touched_by[t] = commit

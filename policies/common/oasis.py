@@ -88,6 +88,7 @@ from policies.common._oasis import (
     OneCount,
     SlotRank,
     UtilityCurve,
+    commit_use,
     programme_best_finish,
     programme_finishing,
     programme_step,
@@ -95,6 +96,7 @@ from policies.common._oasis import (
     ranked_layouts,
     search_one_count,
     update_columns,
+    write_cells,
 )
 from policies.common.wording import counted
 from policies.model import (
@@ -878,17 +880,17 @@ class Market:
         slots, servers = schedule.cells[0], schedule.cells[1]
         if not len(slots):
             return
-        # One cell per (slot, server) of a schedule: each gets its use added once.
-        now_used = self.used[slots, servers] + schedule.held
-        self.used[slots, servers] = now_used
-        capacity = self.capacity[servers]
-        now_priced = price(now_used, capacity, self.floor, self.ceiling, self.ratio)
-        # The schedule's slots were searched, so priced already; `priced` makes sure.
-        self.priced(schedule.completion + 1)[slots, servers] = now_priced
-        now_free = np.maximum(capacity - now_used, 0.0)
-        self.free[slots, servers] = now_free
+        # One cell per (slot, server) of a schedule: each gets its use added once. The
+        # cells' new shares of capacity and free amounts are compiled; their prices are
+        # :func:`price`'s, NumPy's `power` on those shares.
+        shares, now_free = commit_use(self.used, self.capacity, schedule.held, slots, servers)
+        now_priced = self.floor * np.power(self.ratio, shares)
         self._commits += 1
-        self._touched[slots] = self._commits
+        # The schedule's slots were searched, so priced already; `priced` makes sure.
+        prices = self.priced(schedule.completion + 1)
+        write_cells(
+            prices, self.free, self._touched, slots, servers, now_priced, now_free, self._commits
+        )
         if self._columns:
             # Keep the ranked columns in step with the cells that changed: their new
             # price and free amount, as the arrays now hold them.
