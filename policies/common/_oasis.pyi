@@ -98,7 +98,15 @@ def ranked_layouts(
     k: int,
     demand: float,
     fraction: float,
-) -> tuple[list[tuple[tuple[int, int, int], ...]], list[int], list[int], list[int], float]: ...
+    worker_demand: npt.NDArray[np.float64],
+) -> tuple[
+    list[tuple[tuple[int, int, int], ...]],
+    tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+    ],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+]: ...
 def programme_step(
     done: npt.NDArray[np.float64], units: npt.NDArray[np.int64], cost: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]: ...

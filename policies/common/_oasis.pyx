@@ -748,19 +748,34 @@ def search_one_count(
 
 
 def ranked_layouts(
-    dict walks, ordered, counts, dict columns, Py_ssize_t k, double demand, double fraction
+    dict walks, ordered, counts, dict columns, Py_ssize_t k, double demand, double fraction,
+    worker_demand,
 ):
     """The layouts of a schedule found on the ranked form: in each slot it runs (`ordered`:
     (slot, count index)), the count's workers fill that slot's walked candidates in
-    order. Returns each slot's layout ((server, workers, 0) per server used), the cells
-    as lists (slot, server, workers) and the schedule's cost of resource k: the sum over
-    cells of share · price · workers · demand (the current slot's share pro rata),
-    added one cell after another as NumPy reduces those products."""
-    cdef list layouts = [], t_cells = [], on = [], held = []
+    order. Returns each slot's layout ((server, workers, 0) per server used); the cells,
+    in order, as arrays of their slot, server, workers and parameter servers (none);
+    what each cell holds of each resource (workers · `worker_demand`); and the cost per
+    resource: for resource k, the sum over cells of share · price · workers · demand
+    (the current slot's share pro rata), added one cell after another as NumPy reduces
+    those products; the other resources cost nothing."""
+    cdef list layouts = []
     cdef list layout
     cdef double spent = 0.0, share
-    cdef Py_ssize_t t, option, count, before, workers, server, fit
+    cdef Py_ssize_t t, option, count, before, workers, server, fit, bound = 0, n = 0, j
+    cdef const double[:] per_worker = worker_demand
+    cdef Py_ssize_t kinds = per_worker.shape[0]
     cdef Column column
+    for t, option in ordered:
+        bound += len(walks[t])
+    slot_array = np.empty(bound, dtype=np.int64)
+    server_array = np.empty(bound, dtype=np.int64)
+    held_array = np.empty(bound, dtype=np.int64)
+    holds_array = np.empty((bound, kinds))
+    cdef long long[::1] at_slot = slot_array
+    cdef long long[::1] at_server = server_array
+    cdef long long[::1] held = held_array
+    cdef double[:, ::1] holds = holds_array
     for t, option in ordered:
         count = counts[option]
         column = columns[(k, t)]
@@ -773,13 +788,17 @@ def ranked_layouts(
             if workers <= 0:
                 break
             layout.append((server, workers, 0))
-            t_cells.append(t)
-            on.append(server)
-            held.append(workers)
+            at_slot[n], at_server[n], held[n] = t, server, workers
+            for j in range(kinds):
+                holds[n, j] = <double> workers * per_worker[j]
+            n += 1
             spent += share * column._prices[server] * (workers * demand)
             before += fit
         layouts.append(tuple(layout))
-    return layouts, t_cells, on, held, spent
+    by_resource = np.zeros(kinds)
+    by_resource[k] = spent
+    cells = (slot_array[:n], server_array[:n], held_array[:n], np.zeros(n, dtype=np.int64))
+    return layouts, cells, holds_array[:n], by_resource
 
 
 def programme_step(done, units, cost):

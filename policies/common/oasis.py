@@ -1795,7 +1795,7 @@ def _ranked_runs(
     share · price · held, added one cell after another as NumPy reduces the rows of
     :func:`_priced` (held is workers · demand; the other resources add exact zeros).
     """
-    layouts, t_cells, on, held, spent = ranked_layouts(
+    layouts, cells, holds, by_resource = ranked_layouts(
         walks,
         ordered,
         ladder.counts,
@@ -1803,23 +1803,13 @@ def _ranked_runs(
         ladder.k,
         ladder.demand,
         market.first_fraction,
+        model.worker_demand,
     )
     counts, servers = ladder.counts, model.ps.tolist()
     slots = [
         SlotRun(t=t, workers=counts[option], ps=servers[option], layout=layout)
         for (t, option), layout in zip(ordered, layouts, strict=True)
     ]
-    k = ladder.k
-    workers_held = np.array(held, dtype=np.int64)
-    cells = (
-        np.array(t_cells, dtype=np.int64),
-        np.array(on, dtype=np.int64),
-        workers_held,
-        np.zeros(len(on), dtype=np.int64),
-    )
-    by_resource = np.zeros(_K)
-    by_resource[k] = spent
-    holds: FloatArray = workers_held[:, None] * model.worker_demand
     return slots, cells, by_resource, holds
 
 
