@@ -12,8 +12,8 @@ source_sha256 = hashlib.sha256(Path(SOURCE).read_bytes()).hexdigest()
 
 setup(
     ext_modules=[
-        # OASiS's ranked form. No floating-point contraction: every sum and product
-        # must round as the interpreter's and NumPy's do.
+        # Part of OASiS's schedule search. No floating-point contraction: every sum and
+        # product must round as the interpreter's and NumPy's do.
         Extension(
             "policies.common._oasis",
             sources=[SOURCE],

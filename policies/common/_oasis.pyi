@@ -110,9 +110,6 @@ def ranked_layouts(
 def programme_step(
     done: npt.NDArray[np.float64], units: npt.NDArray[np.int64], cost: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]: ...
-def programme_finishing(
-    done: npt.NDArray[np.float64], units: npt.NDArray[np.int64], cost: npt.NDArray[np.float64]
-) -> list[tuple[int, int, int, float]]: ...
 def programme_best_finish(
     done: npt.NDArray[np.float64],
     units: npt.NDArray[np.int64],

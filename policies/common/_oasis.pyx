@@ -6,10 +6,11 @@ Bao, Peng, Wu and Li, "Online Job Scheduling in Distributed Machine Learning Clu
 greedily on the servers where one more worker costs least, slot by slot, and a dynamic
 programme over the slots finds its schedule of best payoff. :mod:`policies.common.oasis`
 is the account of the algorithm and its Python; this module holds, as typed arrays, the
-parts every search repeats per slot and per state: the ranked form's columns, rankings
-and walks (:meth:`Market.ranked`), each count's sum, the one-count programme and the
-loop over slots of a job of one count, the vector programme's step, a commit's column
-updates and a ranked schedule's layouts.
+parts every search and commit repeats per slot, per state and per cell: the ranked
+form's columns, rankings and walks (:meth:`Market.ranked`), each count's sum, the
+one-count programme and the loop over slots of a job of one count, the vector
+programme's step and its walk over the ways to finish, a ranked schedule's layouts,
+and a commit's use, shares of capacity, free amounts and column updates.
 
 Every figure is the one the Python form made: the same IEEE operations on doubles in
 the same order (the build turns off floating-point contraction), the same order of
@@ -127,18 +128,10 @@ cdef class SlotRank:
 
     cdef int push(self, double p, Py_ssize_t h) except -1:
         cdef Py_ssize_t i, parent, cap
-        cdef double* grown_p
-        cdef Py_ssize_t* grown_h
         if self._heap_n == self._heap_cap:
             cap = 16 if self._heap_cap == 0 else 2 * self._heap_cap
-            grown_p = <double*> realloc(self._heap_p, cap * sizeof(double))
-            if grown_p == NULL:
-                raise MemoryError()
-            self._heap_p = grown_p
-            grown_h = <Py_ssize_t*> realloc(self._heap_h, cap * sizeof(Py_ssize_t))
-            if grown_h == NULL:
-                raise MemoryError()
-            self._heap_h = grown_h
+            self._heap_p = <double*> _grown(self._heap_p, cap * sizeof(double))
+            self._heap_h = <Py_ssize_t*> _grown(self._heap_h, cap * sizeof(Py_ssize_t))
             self._heap_cap = cap
         i = self._heap_n
         self._heap_n += 1
@@ -197,7 +190,6 @@ cdef class SlotRank:
         cdef Py_ssize_t n_held = 0
         cdef list out = []
         cdef list met = []
-        cdef bint from_order
         if has_small:
             too_small = small
         if most == 1 and not has_small:
@@ -444,19 +436,11 @@ cdef class OneCount:
 
     cdef int _reserve_runs(self, Py_ssize_t more) except -1:
         cdef Py_ssize_t room
-        cdef long long* done
-        cdef double* cost
         if self._used + more <= self._room:
             return 0
         room = max(64, 2 * self._room, self._used + more)
-        done = <long long*> realloc(self._done, room * sizeof(long long))
-        if done == NULL:
-            raise MemoryError()
-        self._done = done
-        cost = <double*> realloc(self._cost, room * sizeof(double))
-        if cost == NULL:
-            raise MemoryError()
-        self._cost = cost
+        self._done = <long long*> _grown(self._done, room * sizeof(long long))
+        self._cost = <double*> _grown(self._cost, room * sizeof(double))
         self._room = room
         return 0
 
@@ -534,27 +518,40 @@ cdef class OneCount:
             self.top = finish
         return self.top
 
+    cdef Py_ssize_t first_way(self) noexcept:
+        """The ways to finish in the slot last stepped (one that can run and does some
+        work), by state: from nothing done when one slot's work is all of it, then from
+        each run the slot finishes, the tail of the runs before it. Returns the index of
+        the first such run in the slot's runs (`_h_at`, `_h_len`), or -1 standing for
+        the way from nothing done (every run can finish then: they did some work)."""
+        cdef Py_ssize_t s = self._slots - 1
+        cdef long long units = self._h_units[s]
+        cdef long long lowest = self.total - units if self.total > units else 0
+        cdef Py_ssize_t at = self._h_at[s], cut = self._h_len[s]
+        if lowest == 0:
+            return -1
+        while cut and self._done[at + cut - 1] >= lowest:
+            cut -= 1
+        return cut
+
     def finishing(self):
         """Every way to finish in the slot last stepped: (count index 0, units done
-        before, the slot's units, least cost), by state, as the general form lists them."""
+        before, the slot's units, least cost), by state, as the general form lists them
+        (the ways :func:`search_one_count` walks)."""
         if self._slots == 0:
             raise IndexError("no slot stepped yet")
         cdef Py_ssize_t s = self._slots - 1
         cdef long long units = self._h_units[s]
         cdef double cost = self._h_cost[s]
-        cdef long long top = self.total
-        cdef long long lowest
-        cdef Py_ssize_t at = self._h_at[s], cut = self._h_len[s], j
+        cdef Py_ssize_t at = self._h_at[s], j
         cdef list found = []
         if units <= 0 or not isfinite(cost):
             return found
-        lowest = top - units if top > units else 0
-        if lowest == 0:
-            found.append((0, 0, units, 0.0 + cost))
-        while cut and self._done[at + cut - 1] >= lowest:
-            cut -= 1
-        for j in range(cut, self._h_len[s]):
-            found.append((0, self._done[at + j], units, self._cost[at + j] + cost))
+        for j in range(self.first_way(), self._h_len[s]):
+            if j < 0:
+                found.append((0, 0, units, 0.0 + cost))
+            else:
+                found.append((0, self._done[at + j], units, self._cost[at + j] + cost))
         return found
 
     def backtrack(self, Py_ssize_t last, entry=None):
@@ -598,6 +595,8 @@ cdef class OneCount:
 
 
 cdef void* _grown(void* block, size_t size) except NULL:
+    """`block` reallocated to `size` bytes (a MemoryError if it cannot be; the block
+    given stays allocated then, and its owner frees it)."""
     cdef void* grown = realloc(block, size)
     if grown == NULL:
         raise MemoryError()
@@ -670,12 +669,12 @@ def search_one_count(
     done before) of its way into that slot or None, whether the utility stopped it).
     """
     cdef double best_payoff = -INFINITY, best_end = 0.0
-    cdef Py_ssize_t best_t = -1, t, at, cut, j
+    cdef Py_ssize_t best_t = -1, t, at, j
     cdef object entry = None
     cdef bint stopped = False
     cdef double cost, finished, end, value, length, at_start, done_at, payoff, ratio
     cdef double least
-    cdef long long units, lowest, before, total = one.total
+    cdef long long units, before, total = one.total
     cdef list walk
     cdef Py_ssize_t k = 0, most = 0, count = 0, width = 0
     cdef double demand = 0.0
@@ -716,16 +715,9 @@ def search_one_count(
             length = slot_s * (fraction if t == 0 else 1.0)
             at_start = utility.at(end - length - submit)
             if at_start - finished > best_payoff and units > 0 and isfinite(cost):
-                # The ways to finish in this slot (OneCount.finishing), in its order:
-                # from nothing done (if one slot is enough), then the runs it finishes.
-                lowest = total - units if total > units else 0
+                # The ways to finish in this slot (OneCount.finishing), in its order.
                 at = one._h_at[one._slots - 1]
-                cut = one._h_len[one._slots - 1]
-                while cut and one._done[at + cut - 1] >= lowest:
-                    cut -= 1
-                # (With nothing done able to finish, every run can: the cut is 0, and
-                # j = -1 stands for the way from nothing done.)
-                for j in range(-1 if lowest == 0 else cut, one._h_len[one._slots - 1]):
+                for j in range(one.first_way(), one._h_len[one._slots - 1]):
                     if j < 0:
                         before, least = 0, 0.0 + cost
                     else:
@@ -847,37 +839,15 @@ def programme_step(done, units, cost):
     return after, choice
 
 
-def programme_finishing(done, units, cost):
-    """Every way to finish in a slot of the vector programme (:func:`programme_step`),
-    from the states before it (`done`), by count, then state: (count index, units done
-    before, the count's units, the way's cost), for each count that can run and does
-    some work, from each state short of done that its slot's work completes and whose
-    way costs something finite."""
-    cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
-    cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
-    cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
-    cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i
-    cdef long long lowest
-    cdef double value
-    cdef list found = []
-    for i in range(n):
-        if not isfinite(paid[i]) or run[i] <= 0:
-            continue
-        lowest = top - run[i] if top > run[i] else 0
-        for d in range(lowest, top):
-            value = before[d] + paid[i]
-            if isfinite(value):
-                found.append((i, d, run[i], value))
-    return found
-
-
 def programme_best_finish(
     done, units, cost, long long total, double end, double length, double submit,
     UtilityCurve utility, double best_payoff,
 ):
-    """Of the ways to finish in a slot of the vector programme (those of
-    :func:`programme_finishing`, in its order), the one the search keeps: walking them
-    in order, each that pays strictly more than the best so far. A way from d units
+    """Of the ways to finish in a slot of the vector programme, from the states before
+    it (`done`), the one the search keeps: walking them by count, then state (for each
+    count that can run and does some work, each state short of done that its slot's
+    work completes, at a finite cost), each that pays strictly more than the best so
+    far. A way from d units
     done, by count i, is done when the work it has left takes the slot's rate, at
     end − length · (1 − min(1, (total − d) / units[i])), and pays the utility then less
     its cost. Returns (payoff, when done, count index, units done before), or None

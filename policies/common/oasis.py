@@ -90,7 +90,6 @@ from policies.common._oasis import (
     UtilityCurve,
     commit_use,
     programme_best_finish,
-    programme_finishing,
     programme_step,
     ranked_costs,
     ranked_layouts,
@@ -343,8 +342,9 @@ class JobModel(msgspec.Struct, frozen=True, kw_only=True):
     """What the subroutine needs of a job: its options, their speed, demands and value.
 
     This, `SlotRun`, `Schedule` and `Search` are built once or more per judged job, so
-    they are frozen msgspec Structs: a frozen dataclass's constructor costs some 20
-    times as much. Built here only, never from outside, so nothing is validated."""
+    they are frozen msgspec Structs: a frozen dataclass's constructor sets every field
+    through `object.__setattr__`, several times slower. Built here only, never from
+    outside, so nothing is validated."""
 
     job: Job
     utility: Utility
@@ -1371,7 +1371,10 @@ class Search(msgspec.Struct, frozen=True):
 
 Finish = tuple[int, int, int, float]
 """A way to finish a job in one slot: the count index run in it, the units done before
-it, the units the slot does at that count, and the least cost of the whole schedule."""
+it, the units the slot does at that count, and the least cost of the whole schedule.
+The ways to finish in a slot are listed by count, then state: for each count that can
+run and does some work, each state short of done that one slot's work of it completes,
+at a finite cost."""
 
 
 class _Programme:
@@ -1403,18 +1406,12 @@ class _Programme:
         self.done = done
         return float(done[self.total])
 
-    def finishing(self) -> list[Finish]:
-        """Every way to finish in the slot last stepped, by count, then state: from each
-        state short of done that one slot's work of a count completes."""
-        before, _, units = self.history[-1]
-        return programme_finishing(before, units, self.costs[-1])
-
     def walked_best(
         self, end: float, length: float, submit: float, utility: UtilityCurve, best: float
     ) -> tuple[float, float, int, int] | None:
         """The way to finish in the slot last stepped (a slot of `length` ending at
-        `end`) that walking :meth:`finishing` in order keeps, each way that pays strictly
-        more than `best` replacing it: (payoff, when done, count index, units done
+        `end`) that walking its ways (:data:`Finish`) in order keeps, each way that pays
+        strictly more than `best` replacing it: (payoff, when done, count index, units done
         before), or None (:func:`programme_best_finish`, compiled)."""
         before, _, units = self.history[-1]
         return programme_best_finish(
@@ -1425,7 +1422,7 @@ class _Programme:
         self, at_start: float, best: float, payoff: _WayPayoff
     ) -> tuple[float, float, Finish] | None:
         """The way to finish in the slot last stepped that the search keeps, with its
-        (payoff, completion time): of the ways of :meth:`finishing` that pay strictly
+        (payoff, completion time): of its ways (:data:`Finish`) that pay strictly
         more than `best`, the one of highest payoff, the first in that list among equals,
         which is what walking the list and keeping each strictly better way gives.
         `payoff(before, run, cost)` is the search's own (payoff, completion time) of a way.
@@ -1450,7 +1447,7 @@ class _Programme:
         if not len(live):
             return None
         # Every (count, state) way of the counts left, as one matrix in the list's order
-        # (by count, then state): the same sums as `finishing`, and the most each way
+        # (by count, then state): the same sums as the ways of :data:`Finish`, and the most each way
         # could pay.
         paid = before[None, :top] + cost[live, None]
         flat_paid = paid.ravel()
@@ -1594,7 +1591,6 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     within = params.completion_value == "within_slot"
     finishes = one or programme
     assert finishes is not None
-    way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
     curve = _curve(model.utility)  # the same utility, for the compiled parts
     if one is not None:
         # One count (most jobs): the loop of several counts below, step for step, for
@@ -1623,8 +1619,9 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             walks,
         )
     else:
+        assert programme is not None
+        way_payoff = _WayPayoff(value_at, submit, 0.0, 0.0, total)  # its slot set as reached
         for t, row in rows:
-            assert programme is not None
             units = first_units if t == 0 else full_units
             finished = programme.step(units, np.asarray(row, dtype=np.float64))
             end = (first_slot + t + 1) * slot_s
@@ -1636,7 +1633,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 at_start = value_at(end - length - submit)
                 if at_start - finished > best_payoff:
                     way_payoff.end, way_payoff.length = end, length
-                    if programme is not None and len(counts) > _WALKED_COUNTS:
+                    if len(counts) > _WALKED_COUNTS:
                         # Many counts: evaluate few of their many ways.
                         kept = programme.best_way(at_start, best_payoff, way_payoff)
                         if kept is not None:

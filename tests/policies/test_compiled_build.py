@@ -14,7 +14,7 @@ from policies.common import _oasis
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_compiled_ranked_form_is_built_from_the_current_source() -> None:
+def test_the_compiled_search_is_built_from_the_current_source() -> None:
     source = ROOT / "policies" / "common" / "_oasis.pyx"
     current = hashlib.sha256(source.read_bytes()).hexdigest()
     built = _oasis.SOURCE_SHA256
