@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml constraints.txt setup.py policies/common/_oasis.pyx
+$(STAMP): pyproject.toml constraints.txt setup.py policies/common/_oasis.pyx policies/_capacity.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
@@ -142,4 +142,4 @@ openapi: $(STAMP) ## Print the OpenAPI spec
 
 clean: ## Remove the virtual environment, caches and the compiled extension
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build
-	rm -f policies/common/_oasis.c policies/common/*.so
+	rm -f policies/common/_oasis.c policies/_capacity.c policies/common/*.so policies/*.so

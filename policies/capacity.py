@@ -11,6 +11,11 @@ fits g GPUs" costs O(max GPUs per node), not O(nodes): decisions stay cheap on
 snapshots with hundreds of nodes and thousands of jobs. The free GPUs, CPUs and
 memory of every node are also kept as arrays, so what each node could take of a
 job with CPU or memory needs is computed for all nodes at once.
+
+The queries and the commit the engine asks for every job it starts (a node's lowest
+free GPUs, the best fit by GPU count, the room for a job's shape, `take`) are compiled:
+:class:`FreeCapacity` extends `policies._capacity.CapacityCore`, which holds them and
+the state they read. Everything else is here.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from policies._capacity import CapacityCore
 from policies.common.wording import counted
 from policies.model import Assignment, Job, Node, Snapshot
 
@@ -30,7 +36,7 @@ class CapacityError(ValueError):
     """An assignment that the free capacity cannot honour (a policy bug)."""
 
 
-class FreeCapacity:
+class FreeCapacity(CapacityCore):
     """Free GPUs (by index), CPUs and memory of every schedulable node."""
 
     def __init__(self, nodes: Iterable[Node]) -> None:
@@ -101,10 +107,6 @@ class FreeCapacity:
         free = self._free.get(node_id)
         return free is not None and all(g in free for g in gpu_indices)
 
-    def lowest_free_gpus(self, node_id: str, count: int) -> tuple[int, ...]:
-        """The `count` lowest free GPU indices of a node (fewer if it has fewer)."""
-        return tuple(self._free.get(node_id, ())[:count])
-
     def free_count(self, node_id: str) -> int:
         return len(self._free.get(node_id, ()))
 
@@ -142,20 +144,6 @@ class FreeCapacity:
                 f"{layout.total_gpus} in all"
             )
         return None
-
-    def fits_by_gpus_alone(self, job: Job) -> bool:
-        """Whether the workers of `job` a node takes depend on its free GPUs alone.
-
-        True when the job needs no CPUs or host memory per worker and every node has
-        enough GPU memory for it: then a node with `c` free GPUs takes
-        `c // gpus_per_worker` workers, and questions about room are answered from the
-        bucket sizes without looking at single nodes.
-        """
-        return (
-            job.cpus_per_worker <= 0
-            and job.memory_gb_per_worker <= 0
-            and job.gpu_memory_gb <= self._min_gpu_memory_gb
-        )
 
     def nodes_by_free(self, rack: str | None = None) -> list[dict[str, None]]:
         """Nodes by their count of free GPUs (index = count), each in insertion order.
@@ -246,42 +234,10 @@ class FreeCapacity:
         )
         return max(0, min(by_gpu, by_cpu, by_mem))
 
-    def room_at_most(self, job: Job) -> int:
-        """An upper bound on the workers of `job` that fit now, over all nodes.
-
-        Exact when computed, then cached per job shape until GPUs are released: taking
-        GPUs only lowers the true value, so the cached one stays an upper bound. The
-        engine uses it to skip placement calls that cannot succeed, which is most of
-        them on a busy cluster with thousands of pending jobs.
-        """
-        shape: int | tuple[int, float, float, float]
-        if (
-            job.cpus_per_worker <= 0
-            and job.memory_gb_per_worker <= 0
-            and job.gpu_memory_gb <= self._min_gpu_memory_gb
-        ):
-            # `fits_by_gpus_alone` (most jobs): the room depends on the GPUs per worker
-            # alone, a key that needs no tuple built per call.
-            shape = job.gpus_per_worker
-        else:
-            shape = (
-                job.gpus_per_worker,
-                job.cpus_per_worker,
-                job.memory_gb_per_worker,
-                job.gpu_memory_gb,
-            )
-        room = self._room.get(shape)
-        if room is None:
-            room = self.room(job)
-            self._room[shape] = room
-        return room
-
     def room(self, job: Job) -> int:
         """The workers of `job` that fit now, over all nodes."""
-        gpw = job.gpus_per_worker
         if self.fits_by_gpus_alone(job):
-            buckets = self._buckets
-            return sum(len(buckets[c]) * (c // gpw) for c in range(gpw, self._max_gpus + 1))
+            return self._room_by_gpus(job.gpus_per_worker)
         fit = self._fits(job)
         return int(fit[fit > 0].sum())
 
@@ -329,41 +285,9 @@ class FreeCapacity:
         return out
 
     # -- changes (engine only) ----------------------------------------------------------------
-    def take(self, job: Job, assignments: Sequence[Assignment]) -> None:
-        """Commit `assignments` of `job`; raises CapacityError if any is not free."""
-        if len(assignments) == 1 and not (job.cpus_per_worker or job.memory_gb_per_worker):
-            # Most placements: one node, on its lowest free GPUs, of a job that needs no
-            # CPUs or memory. `_on_lowest_free` and the loop below for that case alone,
-            # without their calls: this runs for every job the engine starts.
-            a = assignments[0]
-            node_id, indices = a.node_id, a.gpu_indices
-            free = self._free.get(node_id)
-            count = len(indices)
-            if (
-                free is not None
-                and not count % job.gpus_per_worker
-                and tuple(free[:count]) == indices
-                and (
-                    job.gpu_memory_gb <= self._min_gpu_memory_gb
-                    or self._nodes[node_id].gpu_memory_gb >= job.gpu_memory_gb
-                )
-            ):
-                self._move(node_id, len(free), len(free) - count)
-                self._free[node_id] = free[count:]
-                self.total_free -= count
-                return
-        if self._on_lowest_free(job, assignments):
-            gpw = job.gpus_per_worker
-            needs_more = job.cpus_per_worker or job.memory_gb_per_worker
-            for a in assignments:
-                node_id, count = a.node_id, len(a.gpu_indices)
-                free = self._free[node_id]
-                self._move(node_id, len(free), len(free) - count)
-                self._free[node_id] = free[count:]
-                self.total_free -= count
-                if needs_more:
-                    self._spend(node_id, count // gpw, job, -1)
-            return
+    def _take_checked(self, job: Job, assignments: Sequence[Assignment]) -> None:
+        """`take` for assignments its quick checks did not pass: every check, with what is
+        wrong in the error, then the commit."""
         self._check(job, assignments)
         for a in assignments:
             free = self._free[a.node_id]
@@ -372,25 +296,6 @@ class FreeCapacity:
             self._free[a.node_id] = [g for g in free if g not in taken]
             self._spend(a.node_id, len(a.gpu_indices) // job.gpus_per_worker, job, -1)
             self.total_free -= len(a.gpu_indices)
-
-    def _on_lowest_free(self, job: Job, assignments: Sequence[Assignment]) -> bool:
-        """Whether `assignments` are whole workers on the lowest free GPUs of distinct nodes
-        that take them, as placements built with :func:`assignments_for` are: the checks of
-        :meth:`_check`, done cheaply (they run for every job the engine starts). False
-        sends the assignments through the full check, which says what is wrong."""
-        if len(assignments) > 1 and len({a.node_id for a in assignments}) < len(assignments):
-            return False
-        gpw = job.gpus_per_worker
-        by_gpus_alone = self.fits_by_gpus_alone(job)
-        for a in assignments:
-            node_id, indices = a.node_id, a.gpu_indices
-            free = self._free.get(node_id)
-            count = len(indices)
-            if free is None or count % gpw or tuple(free[:count]) != indices:
-                return False
-            if not by_gpus_alone and not self._fits_node(job, node_id, count // gpw):
-                return False
-        return True
 
     def _fits_node(self, job: Job, node_id: str, workers: int) -> bool:
         """Whether the node's GPU memory, free CPUs and free memory take `workers` workers.
@@ -514,19 +419,6 @@ class FreeCapacity:
             self._free[a.node_id] = sorted(free + returned)
             self._spend(a.node_id, len(a.gpu_indices) // job.gpus_per_worker, job, 1)
             self.total_free += len(returned)
-
-    def _move(self, node_id: str, old: int, new: int) -> None:
-        if old != new:
-            self._free_n[self._order[node_id]] = new
-            del self._buckets[old][node_id]
-            self._buckets[new][node_id] = None
-            by_rack = self._by_rack
-            if by_rack is not None:
-                rack = self._rack_of[node_id]
-                in_rack = by_rack[0][rack]
-                del in_rack[old][node_id]
-                in_rack[new][node_id] = None
-                by_rack[1][rack] += new - old
 
     def _check(self, job: Job, assignments: Sequence[Assignment]) -> None:
         seen: set[str] = set()

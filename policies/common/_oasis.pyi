@@ -1,4 +1,4 @@
-"""Types of the compiled ranked form (policies/common/_ranked.pyx)."""
+"""Types of the compiled part of OASiS's search (policies/common/_oasis.pyx)."""
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol

@@ -87,18 +87,9 @@ class Consolidated:
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
         need = workers * job.gpus_per_worker
         by_gpus_alone = free.fits_by_gpus_alone(job)
-        if by_gpus_alone:
-            # `best_single_node` for a job any node with room takes (most jobs), inlined:
-            # the first node of the fullest bucket that still holds `need`.
-            single = None
-            buckets = free.nodes_by_free()
-            for count in range(need, len(buckets)):
-                bucket = buckets[count]
-                if bucket:
-                    single = next(iter(bucket))
-                    break
-        else:
-            single = best_single_node(job, workers, free)
+        # For a job any node with room takes (most jobs), `best_single_node` is the best
+        # fit by GPU count alone, asked of the capacity directly.
+        single = free.first_fullest(need) if by_gpus_alone else best_single_node(job, workers, free)
         if single is not None:
             # Most jobs fit one node: their one assignment, built directly.
             gpus = free.lowest_free_gpus(single, need)
@@ -127,16 +118,12 @@ def best_single_node(
 ) -> str | None:
     """The node with the fewest free GPUs that still takes all `workers` (among `allowed`)."""
     need = workers * job.gpus_per_worker
+    if allowed is None and free.fits_by_gpus_alone(job):
+        # Without CPU or memory needs, any node of a bucket fits: the first one is the answer.
+        return free.first_fullest(need)
     buckets = free.nodes_by_free()
-    # Without CPU or memory needs, any node of a bucket fits: the first one is the answer.
-    by_gpus_alone = allowed is None and free.fits_by_gpus_alone(job)
     for count in range(need, len(buckets)):
-        bucket = buckets[count]
-        if not bucket:
-            continue
-        if by_gpus_alone:
-            return next(iter(bucket))
-        for node_id in bucket:
+        for node_id in buckets[count]:
             if (allowed is None or allowed(node_id)) and free.workers_fitting(
                 node_id, job
             ) >= workers:

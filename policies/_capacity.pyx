@@ -1,0 +1,218 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The per-job part of a decision's free capacity, compiled.
+
+:class:`policies.capacity.FreeCapacity` is the account of the free capacity and holds
+most of its queries; this module holds, as a base class of it, the few it answers for
+every job the engine starts: committing a placement (checked, then the node moved
+between the buckets of free-GPU counts), the lowest free GPUs of a node, the first
+node of the fullest bucket that still holds a job (best fit), and the room for a job
+of a given shape. They are the same dict and list operations the Python did, in the
+same order, without the interpreter's dispatch: every answer and every bucket's order
+is the one the Python gave (the golden decisions and tests/policies/test_placement.py
+judge it).
+"""
+
+from cpython.dict cimport PyDict_GetItem
+from cpython.ref cimport PyObject
+
+cdef extern from *:
+    const char* CAPACITY_SOURCE_SHA256  # defined by the build (setup.py)
+
+SOURCE_SHA256 = CAPACITY_SOURCE_SHA256.decode("ascii")
+"""SHA-256 of the source this module was built from."""
+
+
+cdef class CapacityCore:
+    """Free GPUs by node and the buckets of nodes by free-GPU count; see FreeCapacity."""
+
+    # Set by FreeCapacity._start; the meaning of each is told there.
+    cdef public dict _free
+    cdef public list _buckets
+    cdef public object _by_rack
+    cdef public dict _order
+    cdef public dict _rack_of
+    cdef public dict _nodes
+    cdef public dict _room
+    cdef public double _min_gpu_memory_gb
+    cdef public Py_ssize_t total_free
+    cdef public Py_ssize_t _max_gpus
+    cdef object _free_n_array
+    cdef long long[::1] _free_n_view
+
+    @property
+    def _free_n(self):
+        """Free GPUs per node, by position (an int64 array kept in step with `_free`)."""
+        return self._free_n_array
+
+    @_free_n.setter
+    def _free_n(self, value):
+        self._free_n_view = value
+        self._free_n_array = value
+
+    def lowest_free_gpus(self, node_id, Py_ssize_t count):
+        """The `count` lowest free GPU indices of a node (fewer if it has fewer)."""
+        cdef PyObject* found = PyDict_GetItem(self._free, node_id)
+        if found is NULL:
+            return ()
+        return tuple((<list>found)[:count])
+
+    def fits_by_gpus_alone(self, job):
+        """Whether the workers of `job` a node takes depend on its free GPUs alone.
+
+        True when the job needs no CPUs or host memory per worker and every node has
+        enough GPU memory for it: then a node with `c` free GPUs takes
+        `c // gpus_per_worker` workers, and questions about room are answered from the
+        bucket sizes without looking at single nodes.
+        """
+        return (
+            job.cpus_per_worker <= 0
+            and job.memory_gb_per_worker <= 0
+            and job.gpu_memory_gb <= self._min_gpu_memory_gb
+        )
+
+    def first_fullest(self, Py_ssize_t need):
+        """The first node (in bucket order) of the fewest free GPUs that are `need` or
+        more, or None: the best fit of a job any node with room takes."""
+        cdef list buckets = self._buckets
+        cdef Py_ssize_t count
+        if need < 0:
+            need = 0
+        for count in range(need, len(buckets)):
+            bucket = <dict>buckets[count]
+            if bucket:
+                return next(iter(bucket))
+        return None
+
+    def _room_by_gpus(self, Py_ssize_t gpus_per_worker):
+        """Workers of `gpus_per_worker` GPUs that fit now, over all nodes, for a job that
+        fits by its GPUs alone: from the bucket sizes."""
+        cdef list buckets = self._buckets
+        cdef Py_ssize_t count, room = 0
+        for count in range(gpus_per_worker, self._max_gpus + 1):
+            room += len(<dict>buckets[count]) * (count // gpus_per_worker)
+        return room
+
+    def room_at_most(self, job):
+        """An upper bound on the workers of `job` that fit now, over all nodes.
+
+        Exact when computed, then cached per job shape until GPUs are released: taking
+        GPUs only lowers the true value, so the cached one stays an upper bound. The
+        engine uses it to skip placement calls that cannot succeed, which is most of
+        them on a busy cluster with thousands of pending jobs.
+        """
+        gpus_per_worker = job.gpus_per_worker
+        cpus = job.cpus_per_worker
+        memory = job.memory_gb_per_worker
+        gpu_memory = job.gpu_memory_gb
+        if cpus <= 0 and memory <= 0 and gpu_memory <= self._min_gpu_memory_gb:
+            # Fits by its GPUs alone (most jobs): the room depends on the GPUs per
+            # worker alone, a key that needs no tuple.
+            shape = gpus_per_worker
+        else:
+            shape = (gpus_per_worker, cpus, memory, gpu_memory)
+        cdef PyObject* found = PyDict_GetItem(self._room, shape)
+        if found is not NULL:
+            return <object>found
+        room = self.room(job)
+        self._room[shape] = room
+        return room
+
+    def _move(self, node_id, Py_ssize_t old, Py_ssize_t new):
+        """A node's free-GPU count went from `old` to `new`: move it between buckets (to
+        the end of its new bucket, as a dict's insertion would), in its rack's too."""
+        self._moved(node_id, old, new)
+
+    cdef int _moved(self, object node_id, Py_ssize_t old, Py_ssize_t new) except -1:
+        cdef list in_rack
+        if old == new:
+            return 0
+        self._free_n_view[<Py_ssize_t>self._order[node_id]] = new
+        del (<dict>self._buckets[old])[node_id]
+        (<dict>self._buckets[new])[node_id] = None
+        by_rack = self._by_rack
+        if by_rack is not None:
+            rack = self._rack_of[node_id]
+            in_rack = <list>((<dict>by_rack[0])[rack])
+            del (<dict>in_rack[old])[node_id]
+            (<dict>in_rack[new])[node_id] = None
+            (<dict>by_rack[1])[rack] += new - old
+        return 0
+
+    cdef bint _prefix_of(self, list free, object indices, Py_ssize_t count) except -1:
+        """Whether `indices` are the first `count` entries of `free` (the node's lowest
+        free GPUs), as ``tuple(free[:count]) == indices`` says."""
+        cdef Py_ssize_t i
+        if len(free) < count or len(indices) != count:
+            return False
+        for i in range(count):
+            if not (free[i] == indices[i]):
+                return False
+        return True
+
+    cdef bint _on_lowest_free(self, object job, object assignments) except -1:
+        """Whether `assignments` are whole workers on the lowest free GPUs of distinct
+        nodes that take them, as placements built with `assignments_for` are: the checks
+        of FreeCapacity._check, done cheaply. False sends the assignments through the
+        full check, which says what is wrong."""
+        cdef Py_ssize_t n = len(assignments), count, gpus_per_worker
+        cdef PyObject* found
+        if n > 1 and len({a.node_id for a in assignments}) < n:
+            return False
+        gpus_per_worker = job.gpus_per_worker
+        by_gpus_alone = self.fits_by_gpus_alone(job)
+        for a in assignments:
+            node_id = a.node_id
+            indices = a.gpu_indices
+            found = PyDict_GetItem(self._free, node_id)
+            count = len(indices)
+            if found is NULL or count % gpus_per_worker:
+                return False
+            if not self._prefix_of(<list>found, indices, count):
+                return False
+            if not by_gpus_alone and not self._fits_node(job, node_id, count // gpus_per_worker):
+                return False
+        return True
+
+    def take(self, job, assignments):
+        """Commit `assignments` of `job`; raises CapacityError if any is not free."""
+        cdef Py_ssize_t count, have, gpus_per_worker
+        cdef list free
+        cdef PyObject* found
+        needs_more = job.cpus_per_worker or job.memory_gb_per_worker
+        if len(assignments) == 1 and not needs_more:
+            # Most placements: one node, on its lowest free GPUs, of a job that needs no
+            # CPUs or memory.
+            a = assignments[0]
+            node_id = a.node_id
+            indices = a.gpu_indices
+            found = PyDict_GetItem(self._free, node_id)
+            count = len(indices)
+            if (
+                found is not NULL
+                and not count % <Py_ssize_t>job.gpus_per_worker
+                and self._prefix_of(<list>found, indices, count)
+                and (
+                    job.gpu_memory_gb <= self._min_gpu_memory_gb
+                    or self._nodes[node_id].gpu_memory_gb >= job.gpu_memory_gb
+                )
+            ):
+                free = <list>found
+                have = len(free)
+                self._moved(node_id, have, have - count)
+                self._free[node_id] = free[count:]
+                self.total_free -= count
+                return
+        if self._on_lowest_free(job, assignments):
+            gpus_per_worker = job.gpus_per_worker
+            for a in assignments:
+                node_id = a.node_id
+                count = len(a.gpu_indices)
+                free = <list>self._free[node_id]
+                have = len(free)
+                self._moved(node_id, have, have - count)
+                self._free[node_id] = free[count:]
+                self.total_free -= count
+                if needs_more:
+                    self._spend(node_id, count // gpus_per_worker, job, -1)
+            return
+        self._take_checked(job, assignments)
