@@ -173,6 +173,45 @@ cdef class CapacityCore:
                 return False
         return True
 
+    def _take_held_gpus(self, list held):
+        """Take the GPUs of `held` ((job, assignments) of running jobs), skipping nodes
+        training may not use: each node's GPUs gathered in `held` order, then each node
+        moved once, in the order it first appears."""
+        cdef dict taken = {}
+        cdef dict nodes = self._nodes
+        cdef dict free_of = self._free
+        cdef list gpus, free, left
+        cdef PyObject* found
+        cdef Py_ssize_t old, new, total = self.total_free
+        for _, assignments in held:
+            for a in assignments:
+                node_id = a.node_id
+                found = PyDict_GetItem(taken, node_id)
+                if found is not NULL:
+                    (<list>found).extend(a.gpu_indices)
+                elif node_id in nodes:
+                    taken[node_id] = list(a.gpu_indices)
+        for node_id, value in taken.items():
+            gpus = <list>value
+            free = <list>free_of[node_id]
+            if gpus == free:
+                # The jobs hold every free GPU, listed in order: a node one job fills, or
+                # several in index order (most, on a busy cluster). No set needed.
+                left = []
+            else:
+                busy = set(gpus)
+                if len(busy) >= len(free) and busy.issuperset(free):
+                    left = []  # a node its jobs fill, listed out of order
+                else:
+                    left = [g for g in free if g not in busy]
+            free_of[node_id] = left
+            old = len(free)
+            new = len(left)
+            if old != new:
+                total -= old - new
+                self._moved(node_id, old, new)
+        self.total_free = total
+
     def take(self, job, assignments):
         """Commit `assignments` of `job`; raises CapacityError if any is not free."""
         cdef Py_ssize_t count, have, gpus_per_worker

@@ -327,26 +327,17 @@ class FreeCapacity(CapacityCore):
     def take_held(self, held: Iterable[tuple[Job, Sequence[Assignment]]]) -> None:
         """Count GPUs running jobs already hold, skipping nodes training may not use.
 
-        All at once, node by node: this runs for every running job of every decision,
-        so both walks are written out (no helper calls) and the per-node array is
-        written once at the end. Nodes move between buckets in the order they first
-        appear in `held`, which is the order placement later reads them in. (The engine
-        passes a list; anything else is listed first, since it is walked twice.)
+        All at once, node by node: this runs for every running job of every decision.
+        The GPUs are taken by the compiled `_take_held_gpus`; nodes move between buckets
+        in the order they first appear in `held`, which is the order placement later
+        reads them in. (The engine passes a list; anything else is listed first, since
+        it is walked twice.)
         """
         held = held if isinstance(held, list) else list(held)
-        taken: dict[str, list[int]] = {}
+        self._take_held_gpus(held)
         cpus: dict[str, float] = {}
         mem: dict[str, float] = {}
         nodes = self._nodes
-        # Every assignment in `held` order, flattened by one comprehension (a loop written
-        # out costs twice as much per job here, and most jobs have one assignment).
-        for a in [a for _, assignments in held for a in assignments]:
-            node_id = a.node_id
-            gpus = taken.get(node_id)
-            if gpus is not None:
-                gpus.extend(a.gpu_indices)
-            elif node_id in nodes:
-                taken[node_id] = list(a.gpu_indices)
         # Most jobs ask for no CPUs or memory: adding their zeros changes no sum. A node's
         # sums take the jobs in the same order as its GPUs do.
         needs_more = [h for h in held if h[0].cpus_per_worker or h[0].memory_gb_per_worker]
@@ -361,42 +352,7 @@ class FreeCapacity(CapacityCore):
                     cpus[node_id] = cpus.get(node_id, 0.0) + len(a.gpu_indices) // gpw * cpw
                 if mpw:
                     mem[node_id] = mem.get(node_id, 0.0) + len(a.gpu_indices) // gpw * mpw
-        free_of, order = self._free, self._order
-        buckets, rack_of, by_rack = self._buckets, self._rack_of, self._by_rack
-        positions: list[int] = []
-        counts: list[int] = []
-        total = self.total_free
-        for node_id, gpus in taken.items():
-            free = free_of[node_id]
-            left: list[int]
-            if gpus == free:
-                # The jobs hold every free GPU, listed in order: a node one job fills, or
-                # several in index order (most, on a busy cluster). No set needed.
-                left = []
-            else:
-                busy = set(gpus)
-                if len(busy) >= len(free) and busy.issuperset(free):
-                    left = []  # a node its jobs fill, listed out of order
-                else:
-                    left = [g for g in free if g not in busy]
-            free_of[node_id] = left
-            old, new = len(free), len(left)
-            if old != new:
-                # `_move`, written out.
-                total -= old - new
-                positions.append(order[node_id])
-                counts.append(new)
-                del buckets[old][node_id]
-                buckets[new][node_id] = None
-                if by_rack is not None:
-                    rack = rack_of[node_id]
-                    in_rack = by_rack[0][rack]
-                    del in_rack[old][node_id]
-                    in_rack[new][node_id] = None
-                    by_rack[1][rack] += new - old
-        if positions:
-            self._free_n[positions] = counts
-        self.total_free = total
+        order = self._order
         cpus_a, mem_a = self._cpus_a, self._mem_a
         for node_id, used in cpus.items():
             self._cpus[node_id] -= used
