@@ -7,7 +7,7 @@
 # Run:    docker run -p 8000:8000 -v arbiter-data:/var/lib/arbiter arbiter
 #
 # Two stages: the builder makes a virtual environment with the project and its
-# dependencies (CPU-only PyTorch) and compiles the project's C extension (setup.py),
+# dependencies (CPU-only PyTorch) and compiles the project's C extensions (setup.py),
 # on the full image of the same Python and Debian release, which has the compiler
 # and headers; the runtime stage copies only that environment onto a clean slim
 # base and runs as an unprivileged user.
