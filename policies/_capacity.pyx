@@ -36,6 +36,10 @@ cdef class CapacityCore:
     cdef public double _min_gpu_memory_gb
     cdef public Py_ssize_t total_free
     cdef public Py_ssize_t _max_gpus
+    # What training may use in all, whole (not what is free): with `_max_gpus`, the
+    # layout's most GPU memory and GPUs in all, read by never_fits for every waiting job.
+    cdef public double _most_gpu_memory_gb
+    cdef public Py_ssize_t _training_gpus
     cdef object _free_n_array
     cdef long long[::1] _free_n_view
 
@@ -69,6 +73,22 @@ cdef class CapacityCore:
             and job.memory_gb_per_worker <= 0
             and job.gpu_memory_gb <= self._min_gpu_memory_gb
         )
+
+    def never_fits(self, job):
+        """Why `job` could not run at its smallest size even on an empty cluster, or None.
+
+        Judged against the nodes training may use, whole (not what is free now): a
+        worker larger than every node, or more GPUs than training has in all. Asked for
+        every job that waits; the words come from FreeCapacity._never_fits_why.
+        """
+        gpus_per_worker = job.gpus_per_worker
+        if (
+            gpus_per_worker > self._max_gpus
+            or job.gpu_memory_gb > self._most_gpu_memory_gb
+            or job.lo * gpus_per_worker > self._training_gpus
+        ):
+            return self._never_fits_why(job)
+        return None
 
     def first_fullest(self, Py_ssize_t need):
         """The first node (in bucket order) of the fewest free GPUs that are `need` or

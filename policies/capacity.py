@@ -59,6 +59,8 @@ class FreeCapacity(CapacityCore):
         self._cpus: dict[str, float] = layout.cpus.copy()
         self._mem: dict[str, float] = layout.mem.copy()
         self._max_gpus = layout.max_gpus
+        self._most_gpu_memory_gb = layout.max_gpu_memory_gb
+        self._training_gpus = layout.total_gpus
         self._buckets: list[dict[str, None]] = [b.copy() for b in layout.buckets]
         self._rack_of = layout.rack_of
         # The buckets and free GPUs of each rack, worked out from the buckets when first
@@ -120,12 +122,8 @@ class FreeCapacity(CapacityCore):
     def max_gpus_per_node(self) -> int:
         return self._max_gpus
 
-    def never_fits(self, job: Job) -> str | None:
-        """Why `job` could not run at its smallest size even on an empty cluster, or None.
-
-        Judged against the nodes training may use, whole (not what is free now): a
-        worker larger than every node, or more GPUs than training has in all.
-        """
+    def _never_fits_why(self, job: Job) -> str | None:
+        """`never_fits`'s words, for a job its compiled check found too large."""
         layout = self._layout
         if job.gpus_per_worker > layout.max_gpus:
             return (
