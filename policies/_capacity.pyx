@@ -2,14 +2,14 @@
 """The per-job part of a decision's free capacity, compiled.
 
 :class:`policies.capacity.FreeCapacity` is the account of the free capacity and holds
-most of its queries; this module holds, as a base class of it, the few it answers for
-every job the engine starts: committing a placement (checked, then the node moved
-between the buckets of free-GPU counts), the lowest free GPUs of a node, the first
-node of the fullest bucket that still holds a job (best fit), and the room for a job
-of a given shape. They are the same dict and list operations the Python did, in the
-same order, without the interpreter's dispatch: every answer and every bucket's order
-is the one the Python gave (the golden decisions and tests/policies/test_placement.py
-judge it).
+most of its queries; this module holds, as a base class of it, what the engine asks for
+every job: committing a placement (quick checks, then the node moved between the
+buckets of free-GPU counts), taking the GPUs of running jobs, a node's lowest free
+GPUs, the best fit by GPU count, the room for a job of a given shape, and whether a
+waiting job can never fit. They are the same dict and list operations the Python did,
+in the same order, without the interpreter's dispatch: every answer and every bucket's
+order is the one the Python gave (the golden decisions, tests/policies/test_placement.py
+and tests/policies/test_capacity_compiled.py judge it).
 """
 
 from cpython.dict cimport PyDict_GetItem
@@ -68,11 +68,12 @@ cdef class CapacityCore:
         `c // gpus_per_worker` workers, and questions about room are answered from the
         bucket sizes without looking at single nodes.
         """
-        return (
-            job.cpus_per_worker <= 0
-            and job.memory_gb_per_worker <= 0
-            and job.gpu_memory_gb <= self._min_gpu_memory_gb
+        return self._gpus_alone(
+            job.cpus_per_worker, job.memory_gb_per_worker, job.gpu_memory_gb
         )
+
+    cdef bint _gpus_alone(self, object cpus, object memory, object gpu_memory) except -1:
+        return cpus <= 0 and memory <= 0 and gpu_memory <= self._min_gpu_memory_gb
 
     def never_fits(self, job):
         """Why `job` could not run at its smallest size even on an empty cluster, or None.
@@ -124,7 +125,7 @@ cdef class CapacityCore:
         cpus = job.cpus_per_worker
         memory = job.memory_gb_per_worker
         gpu_memory = job.gpu_memory_gb
-        if cpus <= 0 and memory <= 0 and gpu_memory <= self._min_gpu_memory_gb:
+        if self._gpus_alone(cpus, memory, gpu_memory):
             # Fits by its GPUs alone (most jobs): the room depends on the GPUs per
             # worker alone, a key that needs no tuple.
             shape = gpus_per_worker
@@ -158,11 +159,11 @@ cdef class CapacityCore:
             (<dict>by_rack[1])[rack] += new - old
         return 0
 
-    cdef bint _prefix_of(self, list free, object indices, Py_ssize_t count) except -1:
-        """Whether `indices` are the first `count` entries of `free` (the node's lowest
-        free GPUs), as ``tuple(free[:count]) == indices`` says."""
-        cdef Py_ssize_t i
-        if len(free) < count or len(indices) != count:
+    cdef bint _prefix_of(self, list free, object indices) except -1:
+        """Whether `indices` are the first entries of `free` (the node's lowest free
+        GPUs), as ``tuple(free[:len(indices)]) == indices`` says."""
+        cdef Py_ssize_t i, count = len(indices)
+        if len(free) < count:
             return False
         for i in range(count):
             if not (free[i] == indices[i]):
@@ -187,7 +188,7 @@ cdef class CapacityCore:
             count = len(indices)
             if found is NULL or count % gpus_per_worker:
                 return False
-            if not self._prefix_of(<list>found, indices, count):
+            if not self._prefix_of(<list>found, indices):
                 return False
             if not by_gpus_alone and not self._fits_node(job, node_id, count // gpus_per_worker):
                 return False
@@ -232,10 +233,17 @@ cdef class CapacityCore:
                 self._moved(node_id, old, new)
         self.total_free = total
 
+    cdef int _take_lowest(self, object node_id, list free, Py_ssize_t count) except -1:
+        """Take the node's `count` lowest free GPUs (`free`, its list)."""
+        cdef Py_ssize_t have = len(free)
+        self._moved(node_id, have, have - count)
+        self._free[node_id] = free[count:]
+        self.total_free -= count
+        return 0
+
     def take(self, job, assignments):
         """Commit `assignments` of `job`; raises CapacityError if any is not free."""
-        cdef Py_ssize_t count, have, gpus_per_worker
-        cdef list free
+        cdef Py_ssize_t count, gpus_per_worker
         cdef PyObject* found
         needs_more = job.cpus_per_worker or job.memory_gb_per_worker
         if len(assignments) == 1 and not needs_more:
@@ -249,28 +257,20 @@ cdef class CapacityCore:
             if (
                 found is not NULL
                 and not count % <Py_ssize_t>job.gpus_per_worker
-                and self._prefix_of(<list>found, indices, count)
+                and self._prefix_of(<list>found, indices)
                 and (
                     job.gpu_memory_gb <= self._min_gpu_memory_gb
                     or self._nodes[node_id].gpu_memory_gb >= job.gpu_memory_gb
                 )
             ):
-                free = <list>found
-                have = len(free)
-                self._moved(node_id, have, have - count)
-                self._free[node_id] = free[count:]
-                self.total_free -= count
+                self._take_lowest(node_id, <list>found, count)
                 return
         if self._on_lowest_free(job, assignments):
             gpus_per_worker = job.gpus_per_worker
             for a in assignments:
                 node_id = a.node_id
                 count = len(a.gpu_indices)
-                free = <list>self._free[node_id]
-                have = len(free)
-                self._moved(node_id, have, have - count)
-                self._free[node_id] = free[count:]
-                self.total_free -= count
+                self._take_lowest(node_id, <list>self._free[node_id], count)
                 if needs_more:
                     self._spend(node_id, count // gpus_per_worker, job, -1)
             return

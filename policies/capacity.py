@@ -12,10 +12,10 @@ snapshots with hundreds of nodes and thousands of jobs. The free GPUs, CPUs and
 memory of every node are also kept as arrays, so what each node could take of a
 job with CPU or memory needs is computed for all nodes at once.
 
-The queries and the commit the engine asks for every job it starts (a node's lowest
-free GPUs, the best fit by GPU count, the room for a job's shape, `take`) are compiled:
-:class:`FreeCapacity` extends `policies._capacity.CapacityCore`, which holds them and
-the state they read. Everything else is here.
+What the engine asks for every job (`take`, the GPUs of running jobs, a node's lowest
+free GPUs, the best fit by GPU count, the room for a job's shape, `never_fits`) is
+compiled: :class:`FreeCapacity` extends `policies._capacity.CapacityCore`, which holds
+those and the state they read. Everything else is here.
 """
 
 from __future__ import annotations

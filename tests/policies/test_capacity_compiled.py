@@ -45,7 +45,7 @@ def first_of_fullest(free: FreeCapacity, need: int) -> str | None:
     return None
 
 
-def placement_for(rng: random.Random, free: FreeCapacity, probe: Job) -> tuple[Assignment, ...]:
+def placement_for(rng: random.Random, free: FreeCapacity) -> tuple[Assignment, ...]:
     """A placement that is right most of the time and wrong in every way now and then."""
     open_nodes = [n for n in free.node_ids() if free.free_count(n)]
     picks = rng.sample(open_nodes, min(len(open_nodes), rng.randint(1, 3)))
@@ -114,7 +114,7 @@ def test_quick_takes_leave_what_the_full_check_leaves(seed: int) -> None:
             cpus_per_worker=rng.choice([0, 0, 2, 12]),
             memory_gb_per_worker=rng.choice([0.0, 0.0, 16.0]),
         )
-        placement = placement_for(rng, quick, probe)
+        placement = placement_for(rng, quick)
         errors = []
         for take in (quick.take, checked._take_checked):
             try:
