@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from policies._capacity import CapacityCore
 from policies.common.wording import counted
-from policies.model import Assignment, Job, Node, Snapshot
+from policies.model import Assignment, Job, Node, Snapshot, encode
 
 
 class CapacityError(ValueError):
@@ -437,9 +437,15 @@ class _Layout:
     # The training layouts of the last few node lists seen, keyed by the identities of
     # their nodes (the nodes are kept, so those ids stay theirs): a caller that sends
     # the same Node objects round after round, as the simulator does, pays for the
-    # layout once. A service decoding each request gets new nodes and simply builds
-    # the layout. Layouts never change (`short_of_gpu_memory` only remembers answers).
+    # layout once. A service decodes new nodes for each request, usually equal to the
+    # last request's: the same layouts are also kept by the nodes' JSON, which costs a
+    # fraction of building a layout (4 µs against 20 µs for the small example's 16
+    # nodes, 0.11 ms against 0.35 ms for the large one's 512) and, unlike comparing the
+    # nodes, tells apart every value that could change what a decision says (-0.0 and
+    # 0.0 among them). Layouts never change (`short_of_gpu_memory` only remembers
+    # answers).
     _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
+    _recent_by_json: ClassVar[dict[bytes, _Layout]] = {}
     _recent_lock: ClassVar[threading.Lock] = threading.Lock()
     _KEEP: ClassVar[int] = 4
 
@@ -519,12 +525,27 @@ class _Layout:
             hit = cls._recent.get(key)
         if hit is not None:
             return hit[1]
-        layout = cls(tuple(n for n in nodes if n.schedulable_for_training))
+        as_json = encode(nodes)
         with cls._recent_lock:
-            if len(cls._recent) >= cls._KEEP:
-                del cls._recent[next(iter(cls._recent))]
-            cls._recent[key] = (nodes, layout)
+            layout = cls._recent_by_json.get(as_json)
+        if layout is None:
+            layout = cls(tuple(n for n in nodes if n.schedulable_for_training))
+        with cls._recent_lock:
+            _keep(cls._recent, key, (nodes, layout), cls._KEEP)
+            _keep(cls._recent_by_json, as_json, layout, cls._KEEP)
         return layout
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _keep(recent: dict[_K, _V], key: _K, value: _V, most: int) -> None:
+    """Remember `value` under `key`, forgetting the oldest entry past `most` entries."""
+    recent.pop(key, None)
+    if len(recent) >= most:
+        del recent[next(iter(recent))]
+    recent[key] = value
 
 
 def _floor_divided(

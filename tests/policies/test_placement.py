@@ -7,7 +7,7 @@ import random
 import pytest
 
 from policies.capacity import FreeCapacity
-from policies.model import Assignment, Job, JobState, Snapshot
+from policies.model import Assignment, Job, JobState, Snapshot, decode_snapshot, encode
 from policies.placement.consolidated import fewest_nodes, fewest_nodes_by_fits
 from policies.protocols import PlacementOutcome
 from policies.registry import build_registry
@@ -193,6 +193,22 @@ def test_capacity_of_one_snapshot_starts_full_each_decision_whatever_the_last_to
     assert again.free_gpus("n2") == again.free_gpus("n3") == tuple(range(8))
     assert again.total_free == 20
     assert again.node_ids() == ["n0", "n2", "n3"]  # the unhealthy node is not training's
+
+
+def test_capacity_of_the_same_nodes_decoded_again_starts_from_the_same_full_layout() -> None:
+    # What a service sees: each request decodes new Node objects, equal to the last's.
+    raw = encode(snap([node("n0", gpus=4), node("n1", memory_gb=0.0)], []))
+    first = FreeCapacity.for_training(decode_snapshot(raw))
+    first.take(job("a", workers=3), [Assignment(node_id="n0", gpu_indices=(0, 1, 2))])
+    again = FreeCapacity.for_training(decode_snapshot(raw))
+    assert again._layout is first._layout
+    assert again.free_gpus("n0") == (0, 1, 2, 3)
+    assert again.total_free == 12
+    # A value that reads equal but is not the same (the sign of a zero) is its own layout.
+    other = FreeCapacity.for_training(
+        decode_snapshot(raw.replace(b'"memory_gb":0.0', b'"memory_gb":-0.0'))
+    )
+    assert other._layout is not first._layout
 
 
 def test_capacity_counts_the_gpus_cpus_and_memory_running_jobs_hold() -> None:
