@@ -30,7 +30,7 @@ from app.adapters import volcano as volcano_wire
 from app.deps import Services
 from app.errors import ErrorOut, install_error_handlers
 from app.limits import ApiTokenMiddleware, BodyLimitMiddleware, RequestGuardMiddleware
-from app.memory import HeapTrimmer, limit_arenas
+from app.memory import HeapTrimmer, keep_blocks_in_heap, limit_arenas
 from app.metrics import Metrics
 from app.routers import (
     admin,
@@ -126,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Before the log's and the decisions' threads exist, so that they share arenas.
         limit_arenas(settings.malloc_arenas)
+        keep_blocks_in_heap(settings.malloc_heap_block_mb << 20)
         trimmer = HeapTrimmer(settings.malloc_trim_interval_s)
         trimmer.start()
         _prepare_sqlite_path(settings.database_url)

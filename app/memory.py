@@ -8,7 +8,8 @@ decision threads each getting an arena of its own, the resident size climbed by 
 30 % over the first 2,000 large decisions and stayed there (docs/benchmarks.md,
 "Memory"), with no Python object left behind.
 
-Two glibc knobs bound that, both applied in the serving process only:
+Two glibc knobs bound that, and a third keeps large decisions from paying for it,
+all applied in the serving process only:
 
 * `mallopt(M_ARENA_MAX, n)` at start-up, before any decision thread exists, caps the
   arenas (glibc's default is eight per core); threads share them, and the interpreter's
@@ -17,6 +18,12 @@ Two glibc knobs bound that, both applied in the serving process only:
   a large decision, gives the free pages of every arena back (`madvise`), so the
   resident size returns to what the live objects need. ctypes releases the
   interpreter's lock for the call, so decisions keep running meanwhile.
+* `mallopt(M_MMAP_THRESHOLD, n)` and `mallopt(M_TRIM_THRESHOLD, 2n)` at start-up keep
+  blocks of up to `n` bytes in the heap between those trims. With glibc's adaptive
+  defaults, the few-megabyte arrays of an `oasis` decision on the large example were
+  handed back to the system as soon as they were freed and mapped afresh by the next
+  decision: about 2,900 page faults and 4 ms of system time a decision (a tenth of its
+  time over HTTP; docs/benchmarks.md, "Large blocks kept in the heap").
 
 Elsewhere (another C library, another system) both are no-ops.
 """
@@ -31,7 +38,10 @@ from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter number
+# glibc's mallopt parameter numbers (malloc.h).
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -50,6 +60,20 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 _LIBC = _glibc()
+
+
+def keep_blocks_in_heap(largest_bytes: int) -> bool:
+    """Serve blocks of up to `largest_bytes` from the heap, and trim its top only past
+    twice that (call at start-up); whether it took. 0 keeps glibc's adaptive thresholds.
+
+    Both are fixed together: fixing either alone ends glibc's adaptation of the other,
+    and then large blocks are mapped afresh (or the heap's top trimmed) every time.
+    """
+    if _LIBC is None or largest_bytes < 1:
+        return False
+    # glibc refuses an mmap threshold past HEAP_MAX_SIZE / 2 (32 MiB on 64-bit systems).
+    kept = bool(_LIBC.mallopt(M_MMAP_THRESHOLD, largest_bytes))
+    return bool(_LIBC.mallopt(M_TRIM_THRESHOLD, 2 * largest_bytes)) and kept
 
 
 def limit_arenas(arenas: int) -> bool:

@@ -187,6 +187,17 @@ class Settings(BaseSettings):
             "hold less freed memory. 0 keeps glibc's default (eight per core)."
         ),
     )
+    malloc_heap_block_mb: int = Field(
+        default=32,
+        ge=0,
+        le=32,
+        description=(
+            "Blocks of up to this many MiB come from the C heap, and up to twice that may "
+            "stay free in it between trims (glibc's mmap and trim thresholds, set at "
+            "start-up): large decisions then reuse memory instead of mapping it afresh. "
+            "0 keeps glibc's adaptive defaults; 32 is the most glibc accepts."
+        ),
+    )
     malloc_trim_interval_s: float = Field(
         default=1.0,
         ge=0.0,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 
-from app.memory import HeapTrimmer, limit_arenas, trim_heap
+from app.memory import HeapTrimmer, keep_blocks_in_heap, limit_arenas, trim_heap
 
 
 def test_trim_heap_and_limit_arenas_call_into_the_c_library() -> None:
@@ -13,6 +14,28 @@ def test_trim_heap_and_limit_arenas_call_into_the_c_library() -> None:
     del big
     assert isinstance(trim_heap(), bool)
     assert limit_arenas(0) is False  # 0 means "keep glibc's default": nothing is set
+
+
+def test_blocks_kept_in_the_heap_are_reused_without_mapping_memory_afresh() -> None:
+    assert keep_blocks_in_heap(0) is False  # 0 keeps glibc's adaptive thresholds
+    assert keep_blocks_in_heap(32 << 20) is True
+
+    def fill_and_free() -> int:
+        """Page faults taken by writing six 4 MiB blocks at once (6,144 pages), as a
+        large decision's arrays are, and freeing them."""
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        blocks = [bytearray(4 << 20) for _ in range(6)]
+        for block in blocks:
+            block[::4096] = b"x" * 1024
+        del blocks
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    fill_and_free()
+    # The blocks freed stay in the heap and the next ones reuse their pages. Under
+    # glibc's adaptive thresholds the 24 MiB freed at once pass the trim threshold (twice
+    # the largest block freed) and go back to the system: each round then takes a
+    # fault per page again (6,112 of 6,144 pages, measured).
+    assert min(fill_and_free() for _ in range(3)) < 500
 
 
 def test_the_trimmer_trims_only_after_a_note_and_at_most_once_per_interval() -> None:
