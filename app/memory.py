@@ -22,10 +22,10 @@ all applied in the serving process only:
   blocks of up to `n` bytes in the heap between those trims. With glibc's adaptive
   defaults, the few-megabyte arrays of an `oasis` decision on the large example were
   handed back to the system as soon as they were freed and mapped afresh by the next
-  decision: about 2,900 page faults and 4 ms of system time a decision (a tenth of its
-  time over HTTP; docs/benchmarks.md, "Large blocks kept in the heap").
+  decision: 1,500 to 2,900 page faults and 3 to 4 ms of system time a decision, about a
+  tenth of its time over HTTP (docs/benchmarks.md, "Large blocks kept in the heap").
 
-Elsewhere (another C library, another system) both are no-ops.
+Elsewhere (another C library, another system) all three are no-ops.
 """
 
 from __future__ import annotations
