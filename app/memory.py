@@ -71,9 +71,10 @@ def keep_blocks_in_heap(largest_bytes: int) -> bool:
     """
     if _LIBC is None or largest_bytes < 1:
         return False
-    # glibc refuses an mmap threshold past HEAP_MAX_SIZE / 2 (32 MiB on 64-bit systems).
-    kept = bool(_LIBC.mallopt(M_MMAP_THRESHOLD, largest_bytes))
-    return bool(_LIBC.mallopt(M_TRIM_THRESHOLD, 2 * largest_bytes)) and kept
+    # Where glibc refuses the threshold (older versions cap it), both stay adaptive.
+    if not _LIBC.mallopt(M_MMAP_THRESHOLD, largest_bytes):
+        return False
+    return bool(_LIBC.mallopt(M_TRIM_THRESHOLD, 2 * largest_bytes))
 
 
 def limit_arenas(arenas: int) -> bool:
