@@ -6,6 +6,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from policies.model import Job, SigmoidUtility
+
 class Column:
     ranks: dict[float, SlotRank]
     def __init__(self, prices: npt.NDArray[np.float64], free: npt.NDArray[np.float64]) -> None: ...
@@ -138,3 +140,14 @@ def write_cells(
     new_free: npt.NDArray[np.float64],
     commit: int,
 ) -> None: ...
+def price_bounds(
+    jobs: Sequence[Job],
+    now: float,
+    horizon_end: float,
+    sigmoid_type: type[SigmoidUtility],
+    implied_per_gpu_hour: float,
+    default_duration_s: float,
+    implied_midpoint_factor: float,
+    slot_s: float,
+    eta: float,
+) -> tuple[list[float], list[float]]: ...

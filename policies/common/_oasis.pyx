@@ -21,7 +21,7 @@ property tests of tests/policies/test_oasis_search.py judge it.
 
 import numpy as np
 
-from libc.math cimport INFINITY, exp, floor, isfinite
+from libc.math cimport INFINITY, ceil, exp, floor, isfinite
 from libc.stdlib cimport free as c_free
 from libc.stdlib cimport malloc, realloc
 
@@ -926,3 +926,125 @@ def write_cells(prices, free, touched, slots, servers, new_prices, new_free, lon
             price_at[t, h, k] = priced[i, k]
             free_at[t, h, k] = left[i, k]
         touched_by[t] = commit
+
+
+cdef inline double _curve_at(
+    bint sigmoid, double value, double midpoint, double steepness, double deadline,
+    double elapsed_s,
+) noexcept:
+    """:meth:`UtilityCurve.at` for a curve held in locals (no object per job)."""
+    cdef double exponent
+    if sigmoid:
+        exponent = steepness * (elapsed_s - midpoint) / midpoint
+        return value / (1.0 + exp(exponent if not 700.0 < exponent else 700.0))
+    return value if elapsed_s <= deadline else 0.0
+
+
+def price_bounds(
+    jobs, double now, double horizon_end, sigmoid_type, double implied_per_gpu_hour,
+    double default_duration_s, double implied_midpoint_factor, double slot_s, double eta,
+):
+    """`estimate_bounds`' loop over the snapshot's jobs (:mod:`policies.common.oasis`):
+    (L, U) per resource before clamping, as two lists. Per job, the same figures in the
+    same order as the Python it replaced: `job_utility` (the implied sigmoid when the job
+    states none), `value_at`, `latest_positive_utility`, `remaining_at_request_s`, and
+    each `min` and `max` keeping its first argument among equals."""
+    cdef double ceiling[3]
+    cdef double floor_[3]
+    cdef double dw[3]
+    cdef double dps[3]
+    cdef double need[3]
+    cdef bint sigmoid
+    cdef double value, midpoint, steepness, deadline, duration, submit, elapsed_now
+    cdef double best, holds, share, late, left, ratio, slots, workers, servers, price
+    cdef int k, types
+    for k in range(3):
+        ceiling[k] = 0.0
+        floor_[k] = INFINITY
+    for job in jobs:
+        utility = job.utility
+        midpoint = steepness = deadline = 0.0
+        if utility is None:
+            if implied_per_gpu_hour <= 0:
+                continue
+            estimated = job.estimated_duration_s
+            duration = estimated if estimated else default_duration_s
+            sigmoid = True
+            value = implied_per_gpu_hour * <double> job.gpus * duration / 3600.0
+            midpoint = implied_midpoint_factor * duration
+            steepness = 1.0
+        elif isinstance(utility, sigmoid_type):
+            sigmoid = True
+            value = utility.value
+            midpoint = utility.midpoint_s
+            steepness = utility.steepness
+        else:
+            sigmoid = False
+            value = utility.value
+            deadline = utility.deadline_s
+        submit = job.submit_time
+        elapsed_now = now - submit
+        if not elapsed_now > 0.0:
+            elapsed_now = 0.0
+        best = _curve_at(sigmoid, value, midpoint, steepness, deadline, elapsed_now)
+        if best <= 0:
+            continue
+        dw[0] = <double> job.gpus_per_worker
+        dw[1] = job.cpus_per_worker
+        dw[2] = job.memory_gb_per_worker
+        servers = <double> job.ps
+        dps[0] = 0.0
+        if servers:
+            dps[1] = job.ps_cpus
+            dps[2] = job.ps_memory_gb
+        else:
+            dps[1] = dps[2] = 0.0
+        for k in range(3):
+            holds = 0.0
+            if dw[k] or dps[k]:
+                # The least positive of the two (the first among equals).
+                if dw[k] > 0:
+                    holds = dps[k] if dps[k] > 0 and dps[k] < dw[k] else dw[k]
+                else:
+                    holds = dps[k]
+            if holds > 0:
+                share = best / holds
+                if share > ceiling[k]:
+                    ceiling[k] = share
+        late = _curve_at(sigmoid, value, midpoint, steepness, deadline, horizon_end - submit)
+        if not late > 0:
+            late = value if not sigmoid and deadline >= elapsed_now else 0.0
+        if late <= 0:
+            continue
+        estimated = job.estimated_duration_s
+        total_work = job.total_work
+        if estimated is not None:
+            if total_work is None:
+                left = <double> estimated - job.executed_time_s
+                if not left > 0.0:
+                    left = 0.0
+            else:
+                ratio = job.work_done / <double> total_work
+                left = <double> estimated * (1.0 - (ratio if ratio < 1.0 else 1.0))
+        elif total_work is not None:
+            ratio = job.work_done / <double> total_work
+            left = default_duration_s * (1.0 - (ratio if ratio < 1.0 else 1.0))
+        else:
+            left = default_duration_s - job.executed_time_s
+        if not left > 1.0:
+            left = 1.0
+        slots = ceil(left / slot_s)
+        if not slots > 1.0:
+            slots = 1.0
+        workers = <double> job.workers
+        types = 0
+        for k in range(3):
+            need[k] = slots * (workers * dw[k] + servers * dps[k])
+            if need[k] > 0:
+                types += 1
+        for k in range(3):
+            if need[k] > 0:
+                price = late / (4.0 * eta * types * need[k])
+                if price < floor_[k]:
+                    floor_[k] = price
+    return [floor_[0], floor_[1], floor_[2]], [ceiling[0], ceiling[1], ceiling[2]]

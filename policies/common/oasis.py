@@ -89,6 +89,7 @@ from policies.common._oasis import (
     SlotRank,
     UtilityCurve,
     commit_use,
+    price_bounds,
     programme_best_finish,
     programme_step,
     ranked_costs,
@@ -462,21 +463,6 @@ def _fitting(free: FloatArray, demand: FloatArray, cap: int) -> IntArray:
 # -- price bounds -------------------------------------------------------------------------------
 
 
-def latest_positive_utility(utility: Utility, elapsed_now: float, elapsed_end: float) -> float:
-    """The least utility the job can still earn within the horizon, if positive.
-
-    The paper uses f(T − a), the utility at the end of the horizon; for a deadline
-    before that end it would be 0 and the floor with it, so a step utility counts
-    its value as long as the deadline has not passed.
-    """
-    late = utility.value_at(elapsed_end)
-    if late > 0:
-        return late
-    if isinstance(utility, StepUtility) and utility.deadline_s >= elapsed_now:
-        return utility.value
-    return 0.0
-
-
 def estimate_bounds(
     snapshot: Snapshot, params: OasisParams, horizon_end: float
 ) -> tuple[FloatArray, FloatArray]:
@@ -489,35 +475,26 @@ def estimate_bounds(
       the job can still earn within the horizon, R_k the resource-slots of k it needs
       at its requested size, and n the count of resource types it uses: the paper's
       least utility per unit of resource-time, shared over the types the job uses so
-      that an idle cluster prices it at most f_late/(4η) whatever the units.
+      that an idle cluster prices it at most f_late/(4η) whatever the units. The paper's
+      f_late is f(T − a), the utility at the horizon's end; for a deadline before that
+      end it would be 0 and the floor with it, so a step utility counts its value as
+      long as its deadline has not passed.
     A resource no job uses is free (L = U = 0); L is kept within [U/max_price_ratio, U].
+
+    The loop over the jobs is compiled (`price_bounds`, policies/common/_oasis.pyx): a
+    few microseconds of Python per job, thousands of jobs, every decision.
     """
-    ceiling = [0.0] * _K
-    floor = [math.inf] * _K
-    for job in snapshot.jobs:
-        utility, _ = job_utility(job, params)
-        if utility is None:
-            continue
-        elapsed_now = max(0.0, snapshot.now - job.submit_time)
-        best = utility.value_at(elapsed_now)
-        if best <= 0:
-            continue
-        # Plain floats: three resources, thousands of jobs; numpy would cost more here.
-        dw = (float(job.gpus_per_worker), job.cpus_per_worker, job.memory_gb_per_worker)
-        dps = (0.0, job.ps_cpus, job.ps_memory_gb) if job.ps else (0.0, 0.0, 0.0)
-        for k in range(_K):
-            holds = min(d for d in (dw[k], dps[k]) if d > 0) if dw[k] or dps[k] else 0.0
-            if holds > 0:
-                ceiling[k] = max(ceiling[k], best / holds)
-        late = latest_positive_utility(utility, elapsed_now, horizon_end - job.submit_time)
-        if late <= 0:
-            continue
-        slots = max(1, math.ceil(remaining_at_request_s(job, params) / params.slot_s))
-        need = [slots * (job.workers * dw[k] + job.ps * dps[k]) for k in range(_K)]
-        types = sum(1 for n in need if n > 0)
-        for k in range(_K):
-            if need[k] > 0:
-                floor[k] = min(floor[k], late / (4.0 * params.eta * types * need[k]))
+    floor, ceiling = price_bounds(
+        snapshot.jobs,
+        snapshot.now,
+        horizon_end,
+        SigmoidUtility,
+        params.implied_value_per_gpu_hour,
+        params.default_duration_s,
+        params.implied_midpoint_factor,
+        params.slot_s,
+        params.eta,
+    )
     return _clamped(np.array(floor), np.array(ceiling), params)
 
 

@@ -606,3 +606,103 @@ def test_many_counts_are_costed_at_once_as_one_at_a_time(
         expected.append(math.inf if count > room else numpy_sum(terms, width))
     with patch.object(oasis, "_LAID_AT_ONCE", chunk):
         assert _ranked_costs_at_once(candidates, counts, width, room) == expected
+
+
+def _bounds_as_written(
+    jobs: list[Job], now: float, params: OasisParams, horizon_end: float
+) -> tuple[list[float], list[float]]:
+    """The price bounds' loop as the paper's design reads (the Python that the compiled
+    `price_bounds` replaced): the oracle of the test below."""
+    ceiling = [0.0] * 3
+    floor = [math.inf] * 3
+    for j in jobs:
+        utility, _ = job_utility(j, params)
+        if utility is None:
+            continue
+        elapsed_now = max(0.0, now - j.submit_time)
+        best = utility.value_at(elapsed_now)
+        if best <= 0:
+            continue
+        dw = (float(j.gpus_per_worker), j.cpus_per_worker, j.memory_gb_per_worker)
+        dps = (0.0, j.ps_cpus, j.ps_memory_gb) if j.ps else (0.0, 0.0, 0.0)
+        for k in range(3):
+            holds = min(d for d in (dw[k], dps[k]) if d > 0) if dw[k] or dps[k] else 0.0
+            if holds > 0:
+                ceiling[k] = max(ceiling[k], best / holds)
+        late = utility.value_at(horizon_end - j.submit_time)
+        if late <= 0:
+            late = (
+                utility.value
+                if isinstance(utility, StepUtility) and utility.deadline_s >= elapsed_now
+                else 0.0
+            )
+        if late <= 0:
+            continue
+        slots = max(1, math.ceil(oasis.remaining_at_request_s(j, params) / params.slot_s))
+        need = [slots * (j.workers * dw[k] + j.ps * dps[k]) for k in range(3)]
+        types = sum(1 for n in need if n > 0)
+        for k in range(3):
+            if need[k] > 0:
+                floor[k] = min(floor[k], late / (4.0 * params.eta * types * need[k]))
+    return floor, ceiling
+
+
+def _random_job(rng: random.Random, index: int, now: float) -> Job:
+    utility: dict[str, object] | None = rng.choice(
+        [
+            None,
+            {
+                "kind": "sigmoid",
+                "value": rng.uniform(0.1, 50.0),
+                "midpoint_s": rng.uniform(60.0, 40_000.0),
+                "steepness": rng.uniform(0.2, 8.0),
+            },
+            {
+                "kind": "step",
+                "value": rng.uniform(0.1, 50.0),
+                "deadline_s": rng.uniform(10.0, 200_000.0),
+            },
+        ]
+    )
+    fields: dict[str, object] = {
+        "submit_time": now - rng.choice([0.0, rng.uniform(0.0, 300_000.0), -50.0]),
+        "gpus_per_worker": rng.choice([1, 2, 4, 8]),
+        "workers": rng.randint(1, 16),
+        "cpus_per_worker": rng.choice([0.0, 1.0, 4.0, 2.5]),
+        "memory_gb_per_worker": rng.choice([0.0, 8.0, 30.5]),
+        "executed_time_s": rng.choice([0.0, rng.uniform(0.0, 50_000.0)]),
+        "utility": utility,
+    }
+    if rng.random() < 0.4:
+        fields.update(
+            ps=rng.randint(1, 4),
+            ps_cpus=rng.choice([0.0, 2.0, 8.0, 0.5]),
+            ps_memory_gb=rng.choice([0.0, 16.0, 4.0]),
+        )
+    if rng.random() < 0.7:
+        fields["estimated_duration_s"] = rng.uniform(30.0, 100_000.0)
+    if rng.random() < 0.4:
+        fields.update(total_work=rng.uniform(1.0, 1000.0), work_done=rng.uniform(0.0, 1200.0))
+    return job(f"j{index}", **fields)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_compiled_price_bounds_are_those_the_paper_design_gives(seed: int) -> None:
+    rng = random.Random(seed)
+    now = rng.uniform(0.0, 10**6)
+    params = OasisParams(
+        slot_s=rng.choice([60.0, 600.0, 1800.0]),
+        eta=rng.choice([0.5, 1.0, 3.0]),
+        implied_value_per_gpu_hour=rng.choice([0.0, 1.0, 2.5]),
+    )
+    jobs = [_random_job(rng, i, now) for i in range(rng.randint(0, 40))]
+    horizon_end = now + params.slot_s * rng.randint(1, 400)
+    floor, ceiling = _bounds_as_written(jobs, now, params, horizon_end)
+    got_floor, got_ceiling = oasis.estimate_bounds(
+        snap([node("n0")], jobs, now=now), params, horizon_end
+    )
+    expected_floor, expected_ceiling = oasis._clamped(np.array(floor), np.array(ceiling), params)
+    # Bit for bit: the same operations in the same order.
+    assert got_floor.tobytes() == expected_floor.tobytes()
+    assert got_ceiling.tobytes() == expected_ceiling.tobytes()
