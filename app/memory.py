@@ -20,10 +20,12 @@ all applied in the serving process only:
   interpreter's lock for the call, so decisions keep running meanwhile.
 * `mallopt(M_MMAP_THRESHOLD, n)` and `mallopt(M_TRIM_THRESHOLD, 2n)` at start-up keep
   blocks of up to `n` bytes in the heap between those trims. With glibc's adaptive
-  defaults, the few-megabyte arrays of an `oasis` decision on the large example were
-  handed back to the system as soon as they were freed and mapped afresh by the next
-  decision: 1,500 to 2,900 page faults and 3 to 4 ms of system time a decision, about a
-  tenth of its time over HTTP (docs/benchmarks.md, "Large blocks kept in the heap").
+  defaults, large blocks freed together (a large request's body and snapshot, an
+  `oasis` decision's arrays) go back to the system and the next decision maps them
+  afresh, a page fault per page: an `oasis` decision on the large example over HTTP took
+  820 to 970 faults and 2.1 to 2.6 ms of system time, against 340 to 410 and 1.5 to
+  1.7 ms with the blocks kept (`python -m evidence.bench_health`; docs/benchmarks.md,
+  "Large blocks kept in the heap").
 
 Elsewhere (another C library, another system) all three are no-ops.
 """

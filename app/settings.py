@@ -195,8 +195,8 @@ class Settings(BaseSettings):
             "Blocks of up to this many MiB come from the C heap, and up to twice that may "
             "stay free in it between trims (glibc's mmap and trim thresholds, set at "
             "start-up): large decisions then reuse memory instead of mapping it afresh. "
-            "0 keeps glibc's adaptive defaults. At most 32: a decision thread's arena grows "
-            "in heaps of 64 MiB, so larger blocks are mapped whatever the threshold."
+            "0 keeps glibc's adaptive defaults. At most 32, the ceiling of glibc's own "
+            "adaptive threshold on 64-bit systems."
         ),
     )
     malloc_trim_interval_s: float = Field(

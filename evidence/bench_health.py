@@ -11,7 +11,10 @@ stops it at the end, whatever happens; `--url` measures a running service instea
 client thread posts `oasis` decisions on `examples/large.json` (a few hundred ms each)
 back to back while another sends `GET /healthz` every `--interval-ms` for `--duration-s`
 seconds. Prints the health probes' p50 / p99 / max latency and how many decisions were
-done, as a Markdown table (`--json` prints the figures as JSON instead).
+done, as a Markdown table (`--json` prints the figures as JSON instead). For a service
+started here it also gives the serving process's minor page faults and system CPU time
+per decision over the same window (from `/proc`, Linux only): what memory mapped afresh
+costs each decision (`ARBITER_MALLOC_HEAP_BLOCK_MB`, docs/benchmarks.md).
 
 With decisions on the event loop, a probe waits for the decision in progress to finish;
 with them on decision threads (:mod:`app.threads`), only for the interpreter to switch
@@ -62,6 +65,8 @@ class Figures:
     decisions: int
     decision_errors: int
     decision_p50_ms: float | None
+    server_faults_per_decision: float | None = None
+    server_system_ms_per_decision: float | None = None
 
 
 @dataclass
@@ -86,8 +91,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def embedded_service(decision_threads: int | None) -> Iterator[str]:
-    """`arbiter serve` on embedded defaults on a free loopback port; yields its base URL."""
+def embedded_service(decision_threads: int | None) -> Iterator[tuple[str, int | None]]:
+    """`arbiter serve` on embedded defaults on a free loopback port; yields its base URL
+    and process id."""
     with tempfile.TemporaryDirectory(prefix="arbiter-bench-health.") as workdir:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if k != "ARBITER_REDIS_URL"}
@@ -106,7 +112,7 @@ def embedded_service(decision_threads: int | None) -> Iterator[str]:
         url = f"http://127.0.0.1:{port}"
         try:
             wait_until_ready(url, server, log_path, READY_TIMEOUT_S)
-            yield url
+            yield url, server.pid
         finally:
             if server.poll() is None:
                 server.send_signal(signal.SIGTERM)
@@ -117,8 +123,30 @@ def embedded_service(decision_threads: int | None) -> Iterator[str]:
                     server.wait()
 
 
-def measure(url: str, body: bytes, duration_s: float, interval_s: float) -> tuple[Samples, Samples]:
-    """Decisions back to back on one thread, health probes on another: (health, decisions)."""
+def process_counters(pid: int | None) -> tuple[int, float] | None:
+    """Minor page faults and system CPU seconds of process `pid` and its children, from
+    `/proc` (None without a pid or where there is no `/proc`)."""
+    if pid is None:
+        return None
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        faults, ticks = 0, 0
+        for each in [pid, *map(int, children)]:
+            # Fields after the command name's closing parenthesis: minflt is the 10th
+            # field of the line, stime the 15th (proc(5)).
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            faults += int(fields[7])
+            ticks += int(fields[12])
+    except OSError:
+        return None
+    return faults, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    url: str, body: bytes, duration_s: float, interval_s: float, pid: int | None = None
+) -> tuple[Samples, Samples, tuple[int, float] | None]:
+    """Decisions back to back on one thread, health probes on another: (health, decisions,
+    the server's page faults and system seconds over them when `pid` is given)."""
     headers = {"content-type": "application/json"}
     with httpx.Client(base_url=url, timeout=120) as client:  # warm-up: first decision, probe
         client.post("/v1/decisions", content=body, headers=headers).raise_for_status()
@@ -126,6 +154,7 @@ def measure(url: str, body: bytes, duration_s: float, interval_s: float) -> tupl
 
     stop = threading.Event()
     health, decisions = Samples(), Samples()
+    before = process_counters(pid)
 
     def decide() -> None:
         with httpx.Client(base_url=url, timeout=120) as client:
@@ -153,15 +182,29 @@ def measure(url: str, body: bytes, duration_s: float, interval_s: float) -> tupl
     finally:
         stop.set()
         decider.join()
-    return health, decisions
+    after = process_counters(pid)
+    used = None
+    if before is not None and after is not None:
+        used = (after[0] - before[0], after[1] - before[1])
+    return health, decisions, used
 
 
-def summarise(args: argparse.Namespace, url: str, health: Samples, decisions: Samples) -> Figures:
+def summarise(
+    args: argparse.Namespace,
+    url: str,
+    health: Samples,
+    decisions: Samples,
+    server: tuple[int, float] | None = None,
+) -> Figures:
     if not health.latencies:
         raise SystemExit("no health probe succeeded")
     health_s = sorted(health.latencies)
     decision_s = sorted(decisions.latencies)
     threads = "as the service is set" if args.url else str(args.decision_threads or "default")
+    done = len(decision_s) + decisions.errors
+    faults = system_ms = None
+    if server is not None and done:
+        faults, system_ms = server[0] / done, server[1] / done * 1000
     return Figures(
         url=url,
         profile=args.profile,
@@ -176,11 +219,15 @@ def summarise(args: argparse.Namespace, url: str, health: Samples, decisions: Sa
         decisions=len(decision_s),
         decision_errors=decisions.errors,
         decision_p50_ms=percentile(decision_s, 0.50) * 1000 if decision_s else None,
+        server_faults_per_decision=faults,
+        server_system_ms_per_decision=system_ms,
     )
 
 
 def markdown(figures: Figures) -> str:
     decision_p50 = "–" if figures.decision_p50_ms is None else f"{figures.decision_p50_ms:.0f}"
+    faults = figures.server_faults_per_decision
+    system_ms = figures.server_system_ms_per_decision
     return "\n".join(
         [
             f"{figures.profile} on {figures.snapshot} back to back, one client; "
@@ -188,11 +235,14 @@ def markdown(figures: Figures) -> str:
             f"decision threads: {figures.decision_threads}",
             "",
             "| health probes | errors | health p50 ms | health p99 ms | health max ms "
-            "| decisions done | decision p50 ms |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "| decisions done | decision p50 ms | server page faults / decision "
+            "| server system ms / decision |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {figures.health_requests} | {figures.health_errors} "
             f"| {figures.health_p50_ms:.1f} | {figures.health_p99_ms:.1f} "
-            f"| {figures.health_max_ms:.1f} | {figures.decisions} | {decision_p50} |",
+            f"| {figures.health_max_ms:.1f} | {figures.decisions} | {decision_p50} "
+            f"| {'–' if faults is None else f'{faults:.0f}'} "
+            f"| {'–' if system_ms is None else f'{system_ms:.1f}'} |",
         ]
     )
 
@@ -230,15 +280,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     snapshot = orjson.loads(args.snapshot.read_bytes())
     body = orjson.dumps({"profile": args.profile, "snapshot": snapshot})
-    service = (
-        contextlib.nullcontext(args.url.rstrip("/"))
+    service: contextlib.AbstractContextManager[tuple[str, int | None]] = (
+        contextlib.nullcontext((args.url.rstrip("/"), None))
         if args.url
         else embedded_service(args.decision_threads)
     )
-    with service as url:
+    with service as (url, pid):
         print(f"measuring {url} for {args.duration_s:g} s", file=sys.stderr)
-        health, decisions = measure(url, body, args.duration_s, args.interval_ms / 1000)
-    figures = summarise(args, url, health, decisions)
+        health, decisions, server = measure(
+            url, body, args.duration_s, args.interval_ms / 1000, pid
+        )
+    figures = summarise(args, url, health, decisions, server)
     print(json.dumps(asdict(figures), indent=2) if args.json else markdown(figures))
     return 1 if figures.health_errors or figures.decision_errors else 0
 

@@ -439,11 +439,11 @@ class _Layout:
     # the same Node objects round after round, as the simulator does, pays for the
     # layout once. A service decodes new nodes for each request, usually equal to the
     # last request's: the same layouts are also kept by the nodes' JSON, which costs a
-    # fraction of building a layout (4 µs against 20 µs for the small example's 16
-    # nodes, 0.11 ms against 0.35 ms for the large one's 512) and, unlike comparing the
-    # nodes, tells apart every value that could change what a decision says (-0.0 and
-    # 0.0 among them). Layouts never change (`short_of_gpu_memory` only remembers
-    # answers).
+    # fraction of building a layout (by timeit, 4 µs against 20 µs for the small
+    # example's 16 nodes, 0.11 ms against 0.35 ms for the large one's 512) and, unlike
+    # comparing the nodes, tells apart every value that could change what a decision
+    # says (-0.0 and 0.0 among them). Layouts never change (`short_of_gpu_memory` only
+    # remembers answers).
     _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
     _recent_by_json: ClassVar[dict[bytes, _Layout]] = {}
     _recent_lock: ClassVar[threading.Lock] = threading.Lock()

@@ -603,6 +603,20 @@ cdef void* _grown(void* block, size_t size) except NULL:
     return grown
 
 
+cdef inline double _curve_at(
+    bint sigmoid, double value, double midpoint, double steepness, double deadline,
+    double elapsed_s,
+) noexcept:
+    """A utility's value `elapsed_s` after submission (:class:`UtilityCurve`), from its
+    figures: `price_bounds` holds them in locals, one job after another."""
+    cdef double exponent
+    if sigmoid:
+        exponent = steepness * (elapsed_s - midpoint) / midpoint
+        # min(exponent, 700.0) as Python's min picks it: past ~700 e^x overflows.
+        return value / (1.0 + exp(exponent if not 700.0 < exponent else 700.0))
+    return value if elapsed_s <= deadline else 0.0
+
+
 cdef class UtilityCurve:
     """A job's utility as the search evaluates it (the domain model's `value_at`,
     :mod:`policies.model`): a sigmoid, value / (1 + e^(s·(t − m)/m)), or a step, the
@@ -625,12 +639,9 @@ cdef class UtilityCurve:
         return self.at(elapsed_s)
 
     cdef inline double at(self, double elapsed_s) noexcept:
-        cdef double exponent
-        if self.sigmoid:
-            exponent = self.steepness * (elapsed_s - self.midpoint) / self.midpoint
-            # min(exponent, 700.0) as Python's min picks it: past ~700 e^x overflows.
-            return self.value / (1.0 + exp(exponent if not 700.0 < exponent else 700.0))
-        return self.value if elapsed_s <= self.deadline else 0.0
+        return _curve_at(
+            self.sigmoid, self.value, self.midpoint, self.steepness, self.deadline, elapsed_s
+        )
 
 
 def search_one_count(
@@ -928,27 +939,18 @@ def write_cells(prices, free, touched, slots, servers, new_prices, new_free, lon
         touched_by[t] = commit
 
 
-cdef inline double _curve_at(
-    bint sigmoid, double value, double midpoint, double steepness, double deadline,
-    double elapsed_s,
-) noexcept:
-    """:meth:`UtilityCurve.at` for a curve held in locals (no object per job)."""
-    cdef double exponent
-    if sigmoid:
-        exponent = steepness * (elapsed_s - midpoint) / midpoint
-        return value / (1.0 + exp(exponent if not 700.0 < exponent else 700.0))
-    return value if elapsed_s <= deadline else 0.0
-
-
 def price_bounds(
     jobs, double now, double horizon_end, sigmoid_type, double implied_per_gpu_hour,
     double default_duration_s, double implied_midpoint_factor, double slot_s, double eta,
 ):
     """`estimate_bounds`' loop over the snapshot's jobs (:mod:`policies.common.oasis`):
-    (L, U) per resource before clamping, as two lists. Per job, the same figures in the
-    same order as the Python it replaced: `job_utility` (the implied sigmoid when the job
-    states none), `value_at`, `latest_positive_utility`, `remaining_at_request_s`, and
-    each `min` and `max` keeping its first argument among equals."""
+    (L, U) per resource before clamping, as two lists. Per job it works out again, in
+    the same operations and order, what the Python rules give: `job_utility` (the
+    implied sigmoid when the job states none), the utility's `value_at`, the late
+    utility of `estimate_bounds`' docstring, and `remaining_at_request_s` (through
+    `Job.remaining_time_s`); each `min` and `max` keeps its first argument among equals.
+    The property test of tests/policies/test_oasis_search.py calls those Python rules
+    as they stand, so a change to one that is not made here too fails it."""
     cdef double ceiling[3]
     cdef double floor_[3]
     cdef double dw[3]

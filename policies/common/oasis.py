@@ -731,12 +731,9 @@ class Market:
         # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
         self._prices = np.zeros_like(self.used)
         self._priced_until = 0
-        # What is left of each resource, kept with `used` (load, commit). Written in
-        # place from here on: a few megabytes a decision (slots × servers × resources)
-        # that temporaries would take fresh from the system, a page fault per page.
+        # What is left of each resource, kept with `used` (load, commit).
         self.free = np.empty_like(self.used)
-        np.subtract(self.capacity[None], self.used, out=self.free)
-        np.maximum(self.free, 0.0, out=self.free)
+        self._free_from_use()
         self._too_small: dict[float, npt.NDArray[np.bool_] | None] = {}
         # Slot costs are computed slot by slot from that slot's prices and use alone, so
         # a job shape's table stays valid in every slot no commit has touched since:
@@ -854,6 +851,12 @@ class Market:
                 ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
                 use.placed(1, ends, job.placement, gpw, dw)
         use.add_to(self.used)
+        self._free_from_use()
+
+    def _free_from_use(self) -> None:
+        """`free` = max(capacity − used, 0), written in place: a few megabytes a decision
+        (slots × servers × resources) that temporaries would take fresh from the system,
+        a page fault per page."""
         np.subtract(self.capacity[None], self.used, out=self.free)
         np.maximum(self.free, 0.0, out=self.free)
 
