@@ -445,6 +445,24 @@ def _modelled(
     )
 
 
+def worker_costs(prices: FloatArray, demand: FloatArray) -> FloatArray:
+    """One worker's cost at `prices` (last axis: resources): the price of each resource
+    it needs times its demand, added in resource order.
+
+    Written out rather than as ``prices @ demand``: a matrix product is BLAS's, whose
+    order of additions and fused multiply-adds vary with the processor, and the same
+    snapshot must get the same plan everywhere. The compiled ranks add the same terms in
+    the same order."""
+    needed = np.flatnonzero(demand > 0)
+    if not len(needed):
+        return np.zeros(prices.shape[:-1])
+    first = int(needed[0])
+    cost: FloatArray = prices[..., first] * demand[first]
+    for k in needed[1:].tolist():
+        cost = cost + prices[..., k] * demand[k]
+    return cost
+
+
 def _fitting(free: FloatArray, demand: FloatArray, cap: int) -> IntArray:
     """How many units of `demand` fit in `free` (last axis: resources), at most `cap`."""
     needed = np.flatnonzero(demand > 0)
@@ -1025,7 +1043,7 @@ class Market:
             fits = np.floor(free[..., k] / dw[k] + _EPS)
             fit: IntArray = np.minimum(np.maximum(fits, 0), most_workers).astype(np.int64)
         else:
-            worker_cost = prices @ dw  # (B, S)
+            worker_cost = worker_costs(prices, dw)  # (B, S)
             fit = _fitting(free, dw, most_workers)
         too_small = self._too_small_for(model.job.gpu_memory_gb)
         if too_small is not None:
