@@ -1,6 +1,6 @@
 """Types of the compiled part of OASiS's search (policies/common/_oasis.pyx)."""
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -9,15 +9,13 @@ import numpy.typing as npt
 from policies.model import Job, SigmoidUtility
 
 class Column:
-    ranks: dict[float, SlotRank]
+    ranks: dict[tuple[float, ...], SlotRank]
     def __init__(self, prices: npt.NDArray[np.float64], free: npt.NDArray[np.float64]) -> None: ...
 
 class SlotRank:
     @property
-    def demand(self) -> float: ...
-    def __init__(
-        self, demand: float, prices: npt.NDArray[np.float64], free: npt.NDArray[np.float64]
-    ) -> None: ...
+    def demand(self) -> tuple[float, ...]: ...
+    def __init__(self, demand: tuple[float, ...], column: Column) -> None: ...
     def walk(
         self, column: Column, most: int, small: bytes | None
     ) -> list[tuple[int, int, float]]: ...
@@ -52,9 +50,7 @@ class _Ladder(Protocol):
     """What the search reads of a job shape's ladder (policies.common.oasis._Ladder)."""
 
     @property
-    def k(self) -> int: ...
-    @property
-    def demand(self) -> float: ...
+    def demand(self) -> tuple[float, ...]: ...
     @property
     def most(self) -> int: ...
     @property
@@ -67,7 +63,7 @@ class _Ladder(Protocol):
 def search_one_count(
     one: OneCount,
     ladder: _Ladder | None,
-    columns: dict[tuple[int, int], Column],
+    columns: dict[int, Column],
     ranked: Callable[[int], list[tuple[int, int, float]]] | None,
     rows: Iterator[tuple[int, list[float] | npt.NDArray[np.float64]]],
     costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]] | None,
@@ -85,8 +81,7 @@ def search_one_count(
     walks: dict[int, list[tuple[int, int, float]]],
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
 def update_columns(
-    columns: dict[tuple[int, int], Column],
-    resources: Iterable[int],
+    columns: dict[int, Column],
     slots: npt.NDArray[np.int64],
     servers: npt.NDArray[np.int64],
     prices: npt.NDArray[np.float64],
@@ -96,9 +91,7 @@ def ranked_layouts(
     walks: dict[int, list[tuple[int, int, float]]],
     ordered: Sequence[tuple[int, int]],
     counts: Sequence[int],
-    columns: dict[tuple[int, int], Column],
-    k: int,
-    demand: float,
+    columns: dict[int, Column],
     fraction: float,
     worker_demand: npt.NDArray[np.float64],
 ) -> tuple[

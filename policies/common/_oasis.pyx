@@ -35,51 +35,70 @@ cdef double EPS = 1e-9
 
 
 cdef class Column:
-    """One resource of every server in one slot, copied from the market's arrays and
-    kept in step by :func:`update_columns`, and its rankings by the demand of a worker."""
+    """Every resource of every server in one slot (servers × resources), copied from the
+    market's arrays and kept in step by :func:`update_columns`, and its rankings by the
+    demand of a worker."""
 
-    cdef double[::1] _prices
-    cdef double[::1] _free
+    cdef double[:, ::1] _prices
+    cdef double[:, ::1] _free
     cdef public dict ranks
     # Servers a walk has met (a flag per server, cleared at the walk's end).
     cdef unsigned char[::1] _seen
 
     def __init__(self, prices, free):
-        self._prices = np.array(prices, dtype=np.float64)
-        self._free = np.array(free, dtype=np.float64)
-        self._seen = np.zeros(len(self._prices), dtype=np.uint8)
+        self._prices = np.array(prices, dtype=np.float64, order="C")
+        self._free = np.array(free, dtype=np.float64, order="C")
+        self._seen = np.zeros(self._prices.shape[0], dtype=np.uint8)
         self.ranks = {}
 
-    cdef int set(self, Py_ssize_t server, double price, double free) except -1:
-        """A commit changed the server's use: its new price and free amount."""
-        cdef double old = self._prices[server]
+    cdef int set(
+        self, Py_ssize_t server, const double[:, :] prices, const double[:, :] free, Py_ssize_t i
+    ) except -1:
+        """A commit changed the server's use: its new prices and free amounts, row `i` of
+        `prices` and `free`. Each ranking whose worker now costs otherwise there gets an
+        entry at the new cost, if one still fits."""
         cdef SlotRank rank
-        self._prices[server] = price
-        self._free[server] = free
-        if old != price:
+        cdef Py_ssize_t k, n = len(self.ranks)
+        cdef Py_ssize_t kinds = self._prices.shape[1]
+        cdef double* old = NULL
+        cdef double cost
+        if n:
+            old = <double*> malloc(n * sizeof(double))
+            if old == NULL:
+                raise MemoryError()
+        try:
+            k = 0
             for rank in self.ranks.values():
-                if free / rank.demand + EPS >= 1.0:
-                    rank.push(price, server)
+                old[k] = rank.cost_of(self._prices, server)
+                k += 1
+            for k in range(kinds):
+                self._prices[server, k] = prices[i, k]
+                self._free[server, k] = free[i, k]
+            k = 0
+            for rank in self.ranks.values():
+                cost = rank.cost_of(self._prices, server)
+                if cost != old[k] and rank.has_room(self._free, server):
+                    rank.push(cost, server)
+                k += 1
+        finally:
+            c_free(old)
         return 0
 
 
-def update_columns(
-    dict columns, resources, slots, servers, prices, free
-):
+def update_columns(dict columns, slots, servers, prices, free):
     """A commit's cells (slot `slots[i]`, server `servers[i]`), with their new prices
-    and free amounts (cells × resources), written to every column kept for them, cell
-    after cell for each resource of `resources`."""
+    and free amounts (cells × resources), written to the column kept for their slot,
+    cell after cell."""
     cdef const long long[:] at_slot = slots
     cdef const long long[:] at_server = servers
     cdef const double[:, :] new_prices = prices
     cdef const double[:, :] new_free = free
-    cdef Py_ssize_t i, k
+    cdef Py_ssize_t i
     cdef object column
-    for k in resources:
-        for i in range(at_slot.shape[0]):
-            column = columns.get((k, at_slot[i]))
-            if column is not None:
-                (<Column> column).set(at_server[i], new_prices[i, k], new_free[i, k])
+    for i in range(at_slot.shape[0]):
+        column = columns.get(at_slot[i])
+        if column is not None:
+            (<Column> column).set(at_server[i], new_prices, new_free, i)
 
 
 cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noexcept:
@@ -88,32 +107,54 @@ cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noe
 
 
 cdef class SlotRank:
-    """The servers of one slot with room for a worker that needs `demand` of one
-    resource, in order of (price, index): the order the table form fills them.
+    """The servers of one slot with room for a worker of `demand` (one amount per
+    resource), in order of (cost of one worker, index): the order the table form fills
+    them.
 
-    The order when it was made (two arrays), and a heap of (price, server) entries
-    pushed when a commit changes a server's price. An entry stands while its server
-    still costs that price and has room; a walk drops the others where it meets them,
-    so every server with room appears once, at its current price. Servers without
+    A worker's cost on a server is the price of each resource it needs times its demand,
+    added in resource order (:func:`policies.common.oasis.worker_costs`, the same
+    operations); it fits where every resource it needs holds a whole worker.
+    The order when it was made (two arrays), and a heap of (cost, server) entries
+    pushed when a commit changes a server's cost. An entry stands while its server
+    still costs that and has room; a walk drops the others where it meets them,
+    so every server with room appears once, at its current cost. Servers without
     room are left out: use only grows within a decision, so none regains it.
     """
 
-    cdef readonly double demand
-    cdef double[::1] _order_prices
+    cdef readonly tuple demand
+    # The resources the worker needs, and how much of each.
+    cdef Py_ssize_t[::1] _needs
+    cdef double[::1] _amounts
+    cdef Py_ssize_t _kinds
+    cdef double[::1] _order_costs
     cdef long long[::1] _order_servers
     cdef Py_ssize_t _size
     cdef Py_ssize_t front  # entries of the order before it are known to stand no more
-    # The heap: parallel arrays of prices and servers, a binary min-heap on (price, server).
+    # The heap: parallel arrays of costs and servers, a binary min-heap on (cost, server).
     cdef double* _heap_p
     cdef Py_ssize_t* _heap_h
     cdef Py_ssize_t _heap_n
     cdef Py_ssize_t _heap_cap
 
-    def __init__(self, double demand, prices, free):
+    def __init__(self, tuple demand, Column column):
+        cdef Py_ssize_t h, servers = column._prices.shape[0]
         self.demand = demand
-        room = np.flatnonzero(free / demand + EPS >= 1.0)
-        ranked = room[np.argsort(prices[room], kind="stable")]
-        self._order_prices = np.ascontiguousarray(prices[ranked], dtype=np.float64)
+        needs = [k for k, amount in enumerate(demand) if amount > 0]
+        if not needs:
+            raise ValueError("a ranked worker needs some resource")
+        self._needs = np.array(needs, dtype=np.intp)
+        self._amounts = np.array([demand[k] for k in needs], dtype=np.float64)
+        self._kinds = len(needs)
+        costs = np.empty(servers, dtype=np.float64)
+        room = np.empty(servers, dtype=bool)
+        cdef double[::1] cost_at = costs
+        cdef unsigned char[::1] room_at = room.view(np.uint8)
+        for h in range(servers):
+            cost_at[h] = self.cost_of(column._prices, h)
+            room_at[h] = self.has_room(column._free, h)
+        roomy = np.flatnonzero(room)
+        ranked = roomy[np.argsort(costs[roomy], kind="stable")]
+        self._order_costs = np.ascontiguousarray(costs[ranked], dtype=np.float64)
         self._order_servers = np.ascontiguousarray(ranked, dtype=np.int64)
         self._size = len(ranked)
         self.front = 0
@@ -125,6 +166,36 @@ cdef class SlotRank:
     def __dealloc__(self):
         c_free(self._heap_p)
         c_free(self._heap_h)
+
+    cdef inline double cost_of(self, double[:, ::1] prices, Py_ssize_t h) noexcept:
+        """One worker's cost on server h: the first term, then each next one added."""
+        cdef Py_ssize_t j
+        cdef double cost = prices[h, self._needs[0]] * self._amounts[0]
+        for j in range(1, self._kinds):
+            cost = cost + prices[h, self._needs[j]] * self._amounts[j]
+        return cost
+
+    cdef inline bint has_room(self, double[:, ::1] free, Py_ssize_t h) noexcept:
+        """Whether one worker fits on server h: ⌊free/d + ε⌋ ≥ 1 for every resource."""
+        cdef Py_ssize_t j
+        for j in range(self._kinds):
+            if free[h, self._needs[j]] / self._amounts[j] + EPS < 1.0:
+                return False
+        return True
+
+    cdef inline Py_ssize_t fit_of(self, double[:, ::1] free, Py_ssize_t h, Py_ssize_t most) noexcept:
+        """Workers that fit on server h, as the table form computes it: the least over
+        the resources of ⌊free/d + ε⌋, at most `most` (h has room for one)."""
+        cdef Py_ssize_t j
+        cdef double least = floor(free[h, self._needs[0]] / self._amounts[0] + EPS)
+        cdef double fits
+        for j in range(1, self._kinds):
+            fits = floor(free[h, self._needs[j]] / self._amounts[j] + EPS)
+            if fits < least:
+                least = fits
+        if least > most:
+            return most
+        return <Py_ssize_t> least
 
     cdef int push(self, double p, Py_ssize_t h) except -1:
         cdef Py_ssize_t i, parent, cap
@@ -179,12 +250,11 @@ cdef class SlotRank:
         """The servers, in order, that `most` workers fill (skipping those `small` flags):
         (server, workers that fit, cost of one worker), until they hold `most` workers
         or none is left."""
-        cdef double[::1] prices = column._prices
-        cdef double[::1] free = column._free
+        cdef double[:, ::1] prices = column._prices
+        cdef double[:, ::1] free = column._free
         cdef unsigned char[::1] seen = column._seen
         cdef const unsigned char[::1] too_small
         cdef bint has_small = small is not None
-        cdef double demand = self.demand
         cdef double p
         cdef Py_ssize_t h, i, need, fit, k
         cdef Py_ssize_t n_held = 0
@@ -208,8 +278,8 @@ cdef class SlotRank:
                 while self._heap_n:
                     h = self._heap_h[0]
                     if (
-                        prices[h] == self._heap_p[0]
-                        and free[h] / demand + EPS >= 1.0
+                        self.cost_of(prices, h) == self._heap_p[0]
+                        and self.has_room(free, h)
                         and not seen[h]
                     ):
                         break
@@ -217,14 +287,14 @@ cdef class SlotRank:
                 if i < self._size and (
                     self._heap_n == 0
                     or _before(
-                        self._order_prices[i], self._order_servers[i],
+                        self._order_costs[i], self._order_servers[i],
                         self._heap_p[0], self._heap_h[0],
                     )
                 ):
-                    p = self._order_prices[i]
+                    p = self._order_costs[i]
                     h = self._order_servers[i]
                     i += 1
-                    if prices[h] != p or free[h] / demand + EPS < 1.0 or seen[h]:
+                    if self.cost_of(prices, h) != p or not self.has_room(free, h) or seen[h]:
                         if i - 1 == self.front:
                             self.front = i
                         continue
@@ -242,11 +312,8 @@ cdef class SlotRank:
                 met.append(h)
                 if has_small and too_small[h]:
                     continue
-                # The fit as the table form computes it: ⌊free/d + ε⌋, at most `most`.
-                fit = <Py_ssize_t> floor(free[h] / demand + EPS)
-                if fit > most:
-                    fit = most
-                out.append((h, fit, p * demand))
+                fit = self.fit_of(free, h, most)
+                out.append((h, fit, p))
                 need -= fit
             for k in range(n_held):
                 self.push(held_p[k], held_h[k])
@@ -257,31 +324,30 @@ cdef class SlotRank:
                 seen[h] = 0
         return out
 
-    cdef list _first(self, double[::1] prices, double[::1] free):
+    cdef list _first(self, double[:, ::1] prices, double[:, ::1] free):
         """:meth:`walk` for one worker on any server: the first standing entry, looked at
         and left in place (the stale ones before it are dropped, as a walk drops them)."""
-        cdef double demand = self.demand
         cdef Py_ssize_t h = 0, i
         cdef double p = 0.0
         while self._heap_n:
             h = self._heap_h[0]
-            if prices[h] == self._heap_p[0] and free[h] / demand + EPS >= 1.0:
+            if self.cost_of(prices, h) == self._heap_p[0] and self.has_room(free, h):
                 break
             self.pop()
         i = self.front
         while i < self._size:
-            p = self._order_prices[i]
+            p = self._order_costs[i]
             h = self._order_servers[i]
-            if prices[h] == p and free[h] / demand + EPS >= 1.0:
+            if self.cost_of(prices, h) == p and self.has_room(free, h):
                 break
             i += 1
             self.front = i
         if i < self._size and (
             self._heap_n == 0 or _before(p, h, self._heap_p[0], self._heap_h[0])
         ):
-            return [(h, 1, p * demand)]
+            return [(h, 1, p)]
         if self._heap_n:
-            return [(self._heap_h[0], 1, self._heap_p[0] * demand)]
+            return [(self._heap_h[0], 1, self._heap_p[0])]
         return []
 
 
@@ -687,11 +753,11 @@ def search_one_count(
     cdef double least
     cdef long long units, before, total = one.total
     cdef list walk
-    cdef Py_ssize_t k = 0, most = 0, count = 0, width = 0
-    cdef double demand = 0.0
+    cdef Py_ssize_t most = 0, count = 0, width = 0
+    cdef object demand = None
     cdef object small = None, column, rank
     if ladder is not None:
-        k, demand, most, small = ladder.k, ladder.demand, ladder.most, ladder.small
+        demand, most, small = ladder.demand, ladder.most, ladder.small
         count, width = ladder.counts[0], ladder.width
     for t in range(horizon):
         units = first_units if t == 0 else full_units
@@ -700,7 +766,7 @@ def search_one_count(
             assert row_t == t
             cost = row[0]
         else:
-            column = columns.get((k, t))
+            column = columns.get(t)
             rank = None if column is None else (<Column> column).ranks.get(demand)
             if rank is None:
                 walk = ranked(t)
@@ -751,24 +817,25 @@ def search_one_count(
 
 
 def ranked_layouts(
-    dict walks, ordered, counts, dict columns, Py_ssize_t k, double demand, double fraction,
-    worker_demand,
+    dict walks, ordered, counts, dict columns, double fraction, worker_demand,
 ):
     """The layouts of a schedule found on the ranked form: in each slot it runs (`ordered`:
     (slot, count index)), the count's workers fill that slot's walked candidates in
     order. Returns each slot's layout ((server, workers, 0) per server used); the cells,
     in order, as arrays of their slot, server, workers and parameter servers (none);
     what each cell holds of each resource (workers · `worker_demand`); and the cost per
-    resource: for resource k, the sum over cells of share · price · workers · demand
+    resource: for each resource, the sum over cells of share · price · workers · demand
     (the current slot's share pro rata), added one cell after another as NumPy reduces
-    those products; the other resources cost nothing."""
+    those products (a resource the worker does not need costs nothing)."""
     cdef list layouts = []
     cdef list layout
-    cdef double spent = 0.0, share
+    cdef double share
     cdef Py_ssize_t t, option, count, before, workers, server, fit, bound = 0, n = 0, j
     cdef const double[:] per_worker = worker_demand
     cdef Py_ssize_t kinds = per_worker.shape[0]
     cdef Column column
+    by_resource = np.zeros(kinds)
+    cdef double[::1] spent = by_resource
     for t, option in ordered:
         bound += len(walks[t])
     slot_array = np.empty(bound, dtype=np.int64)
@@ -781,7 +848,7 @@ def ranked_layouts(
     cdef double[:, ::1] holds = holds_array
     for t, option in ordered:
         count = counts[option]
-        column = columns[(k, t)]
+        column = columns[t]
         share = fraction if t == 0 else 1.0
         layout = []
         before = 0
@@ -794,12 +861,11 @@ def ranked_layouts(
             at_slot[n], at_server[n], held[n] = t, server, workers
             for j in range(kinds):
                 holds[n, j] = <double> workers * per_worker[j]
+                if per_worker[j] > 0:
+                    spent[j] += share * column._prices[server, j] * (workers * per_worker[j])
             n += 1
-            spent += share * column._prices[server] * (workers * demand)
             before += fit
         layouts.append(tuple(layout))
-    by_resource = np.zeros(kinds)
-    by_resource[k] = spent
     cells = (slot_array[:n], server_array[:n], held_array[:n], np.zeros(n, dtype=np.int64))
     return layouts, cells, holds_array[:n], by_resource
 

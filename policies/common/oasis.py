@@ -41,10 +41,9 @@ slot would be worth nothing (`OasisParams.completion_value` keeps the paper's
 rule). So for each last slot t and each way into it (the work done before it, the
 count it runs), payoff = utility(when done) − least cost of that way; the best
 wins, and a finish after slot t is worth at most utility(end of t), which bounds
-the search. Most jobs (workers that need one resource in a power-of-two
-amount, no parameter servers to place) get the same layouts from each slot's
-servers kept ranked by price (:meth:`Market.ranked`), walked slot by slot only
-as far as the search reaches. Two rules keep the programme to what Arbiter can
+the search. Jobs with no parameter servers to place (nearly all) get the same
+layouts from each slot's servers kept ranked by one worker's cost
+(:meth:`Market.ranked`), walked slot by slot only as far as the search reaches. Two rules keep the programme to what Arbiter can
 carry out: a job runs in consecutive slots once started (scaling never preempts
 a running job), and in the current, partly elapsed slot it pays and works pro
 rata.
@@ -634,10 +633,8 @@ class SlotCosts:
     """Cheapest layout of each worker count in a block of slots (see Market.slot_costs)."""
 
     cost: FloatArray  # (B, Y): full-slot cost; inf where it does not fit
-    # The layouts; None for a job of one worker and no servers to place, whose server
-    # in a slot is found only if its schedule runs there (Market.one_worker_server).
-    nodes: IntArray | None  # (B, M): candidate servers, in order of a worker's cost
-    frame: Frame | None  # what each count's layout on them follows from
+    nodes: IntArray  # (B, M): candidate servers, in order of a worker's cost
+    frame: Frame  # what each count's layout on them follows from
     # The layouts themselves, workers and servers (B, Y', M) for the first Y' counts,
     # when they were laid out at once (few counts, the common case); else derived
     # from `frame` for the slots a schedule runs.
@@ -765,11 +762,10 @@ class Market:
         self.models: dict[tuple[object, ...], JobModel] = {}
         self.least_rates: dict[tuple[object, ...], float] = {}
         self._slot_work: dict[tuple[object, ...], list[float]] = {}
-        # The ranked form of the search (:meth:`ranked`): per (resource, slot), that
-        # resource of every server and its rankings, made when a job first asks and
-        # kept in step by `commit`; and per job shape, its `_Ladder` (or None).
-        self._columns: dict[tuple[int, int], Column] = {}
-        self._column_resources: set[int] = set()
+        # The ranked form of the search (:meth:`ranked`): per slot, every resource of
+        # every server and its rankings, made when a job first asks and kept in step by
+        # `commit`; and per job shape, its `_Ladder` (or None).
+        self._columns: dict[int, Column] = {}
         self._ladders: dict[tuple[object, ...], _Ladder | None] = {}
         self._small_flags: dict[float, bytes | None] = {}
 
@@ -897,9 +893,7 @@ class Market:
         if self._columns:
             # Keep the ranked columns in step with the cells that changed: their new
             # price and free amount, as the arrays now hold them.
-            update_columns(
-                self._columns, self._column_resources, slots, servers, now_priced, now_free
-            )
+            update_columns(self._columns, slots, servers, now_priced, now_free)
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -930,15 +924,12 @@ class Market:
                 fresh = self.layouts(model, stale + start)
                 table = SlotCosts(
                     cost=table.cost.copy(),
-                    nodes=None if table.nodes is None else table.nodes.copy(),
-                    frame=None
-                    if table.frame is None or fresh.frame is None
-                    else table.frame.rows(stale, fresh.frame),
+                    nodes=table.nodes.copy(),
+                    frame=table.frame.rows(stale, fresh.frame),
                     laid=_merged(table.laid, fresh.laid, stale),
                 )
                 table.cost[stale] = fresh.cost
-                if table.nodes is not None and fresh.nodes is not None:
-                    table.nodes[stale] = fresh.nodes
+                table.nodes[stale] = fresh.nodes
         self._tables[key] = (touched, table)
         return table
 
@@ -958,13 +949,6 @@ class Market:
         most_workers, most_ps = int(counts[-1]), int(ps.max())
         dps = model.ps_demand
         locate_ps = most_ps > 0 and bool((dps > 0).any())
-        if most_workers == 1 and not locate_ps:
-            # One worker, no servers to place: the cheapest layout costs the row's least
-            # worker cost, whichever server of that cost it takes. Which one it takes
-            # (among equal costs, the one `_cheapest` picks) matters only in the slots
-            # the schedule runs: :meth:`one_worker_servers` finds it for those.
-            masked = self._one_worker_costs(model, slots)
-            return SlotCosts(cost=masked.min(axis=1)[:, None], nodes=None, frame=None)
         prices = self.priced(_stop(slots))[slots]
         free = self.free[slots]
         rows = np.arange(prices.shape[0])[:, None]
@@ -1051,32 +1035,6 @@ class Market:
         masked: FloatArray = np.where(fit > 0, worker_cost, np.inf)
         return masked, fit
 
-    def _one_worker_costs(self, model: JobModel, slots: IntArray | slice) -> FloatArray:
-        """:meth:`_worker_costs` for one worker at most, in `slots`."""
-        dw = model.worker_demand
-        needs = np.flatnonzero(dw > 0)
-        if len(needs) != 1:
-            masked, _ = self._worker_costs(
-                model, self.priced(_stop(slots))[slots], self.free[slots], 1
-            )
-            return masked
-        # One resource: one worker fits where ⌊free/demand + ε⌋ ≥ 1, that is where
-        # free/demand + ε ≥ 1; the price and free columns of that resource only.
-        k = int(needs[0])
-        fits = self.free[slots, :, k] / dw[k] + _EPS >= 1.0
-        prices = self.priced(_stop(slots))
-        one: FloatArray = np.where(fits, prices[slots, :, k] * dw[k], np.inf)
-        too_small = self._too_small_for(model.job.gpu_memory_gb)
-        if too_small is not None:
-            one[:, too_small] = np.inf
-        return one
-
-    def one_worker_servers(self, model: JobModel, slots: IntArray | slice) -> IntArray:
-        """The server :meth:`layouts` gives a one-worker job in each of `slots` (where one
-        fits): the same candidate it would have kept there."""
-        servers: IntArray = _cheapest(self._one_worker_costs(model, slots), 1)[:, 0]
-        return servers
-
     def _too_small_for(self, gpu_memory_gb: float) -> npt.NDArray[np.bool_] | None:
         """Servers whose GPUs have too little memory for the job (None: none)."""
         if gpu_memory_gb not in self._too_small:
@@ -1089,11 +1047,10 @@ class Market:
         """How :meth:`ranked` lays out the job's workers, or None where only
         :meth:`layouts` can.
 
-        The ranked form covers a worker that needs one resource k, in an amount d that
-        is a power of two, and no parameter servers to place (most jobs). Then a worker
-        costs p·d on a server of price p, and multiplying by a power of two is exact, so
-        ordering servers by (p, index) orders them by (p·d, index) with no new ties:
-        the order in which :meth:`layouts` fills them.
+        The ranked form covers a job with no parameter servers to place whose worker
+        needs some resource (most jobs): its workers then fill the servers in order of
+        one worker's cost (ties by index), which a ranking of each slot's servers by
+        that cost, kept in step with commits, gives without costing every server.
         """
         key: tuple[object, ...] = (
             model.shape
@@ -1109,21 +1066,16 @@ class Market:
             return self._ladders[key]
         ladder: _Ladder | None = None
         dw, dps = model.worker_demand, model.ps_demand
-        needs = np.flatnonzero(dw > 0)
         locate_ps = int(model.ps.max()) > 0 and bool((dps > 0).any())
         most = int(model.counts[-1])
-        if len(needs) == 1 and not locate_ps and most >= 1:
-            k = int(needs[0])
-            demand = float(dw[k])
-            if math.frexp(demand)[0] == 0.5:
-                ladder = _Ladder(
-                    k=k,
-                    demand=demand,
-                    most=most,
-                    width=min(most, self.size),
-                    counts=[int(c) for c in model.counts],
-                    small=self._small_flags_for(model.job.gpu_memory_gb),
-                )
+        if bool((dw > 0).any()) and not locate_ps and most >= 1:
+            ladder = _Ladder(
+                demand=tuple(float(d) for d in dw),
+                most=most,
+                width=min(most, self.size),
+                counts=[int(c) for c in model.counts],
+                small=self._small_flags_for(model.job.gpu_memory_gb),
+            )
         self._ladders[key] = ladder
         return ladder
 
@@ -1131,27 +1083,24 @@ class Market:
         """The servers :meth:`layouts` fills in slot `t` for the ladder's job, in the
         order it fills them: (server, workers that fit there, cost of one worker),
         until they hold its most workers (or every server that fits one is listed)."""
-        k, demand = ladder.k, ladder.demand
-        column = self.column(k, t)
-        rank = column.ranks.get(demand)
+        column = self.column(t)
+        rank = column.ranks.get(ladder.demand)
         if rank is None:
-            rank = column.ranks[demand] = SlotRank(
-                demand, self.priced(t + 1)[t, :, k], self.free[t, :, k]
-            )
+            rank = column.ranks[ladder.demand] = SlotRank(ladder.demand, column)
         return rank.walk(column, ladder.most, ladder.small)
 
     @property
-    def columns(self) -> dict[tuple[int, int], Column]:
-        """The columns made so far, by (resource, slot), for the compiled search to read."""
+    def columns(self) -> dict[int, Column]:
+        """The columns made so far, by slot, for the compiled search to read."""
         return self._columns
 
-    def column(self, k: int, t: int) -> Column:
-        """Resource k of every server in slot t, as plain floats kept in step by `commit`."""
-        column = self._columns.get((k, t))
+    def column(self, t: int) -> Column:
+        """Every resource of every server in slot t, as plain floats kept in step by
+        `commit`."""
+        column = self._columns.get(t)
         if column is None:
             prices = self.priced(t + 1)
-            column = self._columns[(k, t)] = Column(prices[t, :, k], self.free[t, :, k])
-            self._column_resources.add(k)
+            column = self._columns[t] = Column(prices[t], self.free[t])
         return column
 
     def _small_flags_for(self, gpu_memory_gb: float) -> bytes | None:
@@ -1180,8 +1129,7 @@ class Market:
 class _Ladder:
     """What the ranked form needs of a job shape (:meth:`Market.ladder`)."""
 
-    k: int  # the one resource a worker needs
-    demand: float  # how much of it, a power of two
+    demand: tuple[float, ...]  # what a worker needs of each resource
     most: int  # most workers
     width: int  # candidate servers the general form keeps: min(most, servers)
     counts: list[int]
@@ -1670,10 +1618,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     if ladder is not None:
         slots, cells, cost_by_resource, held = _ranked_runs(market, model, ladder, ordered, walks)
     else:
-        if tables[0][1].nodes is None:
-            slots, cells = _one_worker_runs(market, model, [t for t, _ in ordered])
-        else:
-            slots, cells = _runs(model, ordered, tables)
+        slots, cells = _runs(model, ordered, tables)
         cost_by_resource, held = _priced(market, model, cells)
     completion = max(runs)
     assert completion == best_t
@@ -1791,17 +1736,15 @@ def _ranked_runs(
     """:func:`_runs` and :func:`_priced` for a schedule found by the ranked form: each
     slot's workers fill that slot's candidates in order, as in the table.
 
-    The worker holds only resource k, so only k costs anything: the sum over cells of
-    share · price · held, added one cell after another as NumPy reduces the rows of
-    :func:`_priced` (held is workers · demand; the other resources add exact zeros).
+    Each resource costs the sum over cells of share · price · held, added one cell
+    after another as NumPy reduces the rows of :func:`_priced` (held is workers ·
+    demand; the parameter servers, none here, add exact zeros).
     """
     layouts, cells, holds, by_resource = ranked_layouts(
         walks,
         ordered,
         ladder.counts,
         market.columns,
-        ladder.k,
-        ladder.demand,
         market.first_fraction,
         model.worker_demand,
     )
@@ -1811,30 +1754,6 @@ def _ranked_runs(
         for (t, option), layout in zip(ordered, layouts, strict=True)
     ]
     return slots, cells, by_resource, holds
-
-
-def _one_worker_runs(
-    market: Market, model: JobModel, run: list[int]
-) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray]]:
-    """The slots a one-worker job runs, each with its one worker on the server
-    :meth:`Market.one_worker_servers` gives there, and their cells."""
-    first, last = run[0], run[-1]
-    # Started, a job runs every slot until done: its slots are consecutive.
-    assert last - first + 1 == len(run)
-    servers = market.one_worker_servers(model, slice(first, last + 1))
-    ps = int(model.ps[0])
-    slots = [
-        SlotRun(t=t, workers=1, ps=ps, layout=((h, 1, 0),))
-        for t, h in zip(run, servers.tolist(), strict=True)
-    ]
-    n = len(run)
-    cells = (
-        np.arange(first, last + 1, dtype=np.int64),
-        servers.astype(np.int64, copy=False),
-        np.ones(n, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
-    )
-    return slots, cells
 
 
 def _laid(frame: Frame, option: int, model: JobModel) -> tuple[IntArray, IntArray]:
@@ -1863,8 +1782,6 @@ def _runs(
         while block + 1 < len(tables) and tables[block + 1][0] <= t:
             block += 1
         first, table = tables[block]
-        assert table.nodes is not None
-        assert table.frame is not None
         row = t - first
         if table.laid is not None and option < table.laid[0].shape[1]:
             on_slot, servers_on_slot = table.laid
