@@ -106,6 +106,34 @@ cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noe
     return p1 < p2 or (p1 == p2 and h1 < h2)
 
 
+cdef enum:
+    MAX_KINDS = 3  # resources a column holds (policies.common.oasis.RESOURCES)
+
+
+cdef inline double _cost_of(
+    const double* prices, const Py_ssize_t* needs, const double* amounts, Py_ssize_t kinds
+) noexcept:
+    """One worker's cost on a server of `prices` (one per resource): the first needed
+    resource's term, then each next one added."""
+    cdef Py_ssize_t j
+    cdef double cost = prices[needs[0]] * amounts[0]
+    for j in range(1, kinds):
+        cost = cost + prices[needs[j]] * amounts[j]
+    return cost
+
+
+cdef inline bint _has_room(
+    const double* free, const Py_ssize_t* needs, const double* amounts, Py_ssize_t kinds
+) noexcept:
+    """Whether one worker fits on a server with `free`: ⌊free/d + ε⌋ ≥ 1 for every
+    resource it needs."""
+    cdef Py_ssize_t j
+    for j in range(kinds):
+        if free[needs[j]] / amounts[j] + EPS < 1.0:
+            return False
+    return True
+
+
 cdef class SlotRank:
     """The servers of one slot with room for a worker of `demand` (one amount per
     resource), in order of (cost of one worker, index): the order the table form fills
@@ -123,8 +151,8 @@ cdef class SlotRank:
 
     cdef readonly tuple demand
     # The resources the worker needs, and how much of each.
-    cdef Py_ssize_t[::1] _needs
-    cdef double[::1] _amounts
+    cdef Py_ssize_t _needs[MAX_KINDS]
+    cdef double _amounts[MAX_KINDS]
     cdef Py_ssize_t _kinds
     cdef double[::1] _order_costs
     cdef long long[::1] _order_servers
@@ -137,26 +165,35 @@ cdef class SlotRank:
     cdef Py_ssize_t _heap_cap
 
     def __init__(self, tuple demand, Column column):
-        cdef Py_ssize_t h, servers = column._prices.shape[0]
+        cdef Py_ssize_t h, j, n = 0, servers = column._prices.shape[0]
+        cdef double amount
+        if len(demand) != column._prices.shape[1] or len(demand) > MAX_KINDS:
+            raise ValueError(f"a demand of {len(demand)} resources for a column of {column._prices.shape[1]}")
         self.demand = demand
-        needs = [k for k, amount in enumerate(demand) if amount > 0]
-        if not needs:
+        self._kinds = 0
+        for j in range(len(demand)):
+            amount = demand[j]
+            if amount > 0:
+                self._needs[self._kinds] = j
+                self._amounts[self._kinds] = amount
+                self._kinds += 1
+        if self._kinds == 0:
             raise ValueError("a ranked worker needs some resource")
-        self._needs = np.array(needs, dtype=np.intp)
-        self._amounts = np.array([demand[k] for k in needs], dtype=np.float64)
-        self._kinds = len(needs)
+        # The servers with room, in index order, and one worker's cost on each; a stable
+        # sort by cost then orders them by (cost, index).
         costs = np.empty(servers, dtype=np.float64)
-        room = np.empty(servers, dtype=bool)
+        indices = np.empty(servers, dtype=np.int64)
         cdef double[::1] cost_at = costs
-        cdef unsigned char[::1] room_at = room.view(np.uint8)
+        cdef long long[::1] index_at = indices
         for h in range(servers):
-            cost_at[h] = self.cost_of(column._prices, h)
-            room_at[h] = self.has_room(column._free, h)
-        roomy = np.flatnonzero(room)
-        ranked = roomy[np.argsort(costs[roomy], kind="stable")]
-        self._order_costs = np.ascontiguousarray(costs[ranked], dtype=np.float64)
-        self._order_servers = np.ascontiguousarray(ranked, dtype=np.int64)
-        self._size = len(ranked)
+            if _has_room(&column._free[h, 0], self._needs, self._amounts, self._kinds):
+                cost_at[n] = _cost_of(&column._prices[h, 0], self._needs, self._amounts, self._kinds)
+                index_at[n] = h
+                n += 1
+        order = np.argsort(costs[:n], kind="stable")
+        self._order_costs = costs[:n][order]
+        self._order_servers = indices[:n][order]
+        self._size = n
         self.front = 0
         self._heap_n = 0
         self._heap_cap = 0
@@ -168,20 +205,10 @@ cdef class SlotRank:
         c_free(self._heap_h)
 
     cdef inline double cost_of(self, double[:, ::1] prices, Py_ssize_t h) noexcept:
-        """One worker's cost on server h: the first term, then each next one added."""
-        cdef Py_ssize_t j
-        cdef double cost = prices[h, self._needs[0]] * self._amounts[0]
-        for j in range(1, self._kinds):
-            cost = cost + prices[h, self._needs[j]] * self._amounts[j]
-        return cost
+        return _cost_of(&prices[h, 0], self._needs, self._amounts, self._kinds)
 
     cdef inline bint has_room(self, double[:, ::1] free, Py_ssize_t h) noexcept:
-        """Whether one worker fits on server h: ⌊free/d + ε⌋ ≥ 1 for every resource."""
-        cdef Py_ssize_t j
-        for j in range(self._kinds):
-            if free[h, self._needs[j]] / self._amounts[j] + EPS < 1.0:
-                return False
-        return True
+        return _has_room(&free[h, 0], self._needs, self._amounts, self._kinds)
 
     cdef inline Py_ssize_t fit_of(self, double[:, ::1] free, Py_ssize_t h, Py_ssize_t most) noexcept:
         """Workers that fit on server h, as the table form computes it: the least over

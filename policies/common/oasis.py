@@ -43,10 +43,10 @@ count it runs), payoff = utility(when done) − least cost of that way; the best
 wins, and a finish after slot t is worth at most utility(end of t), which bounds
 the search. Jobs with no parameter servers to place (nearly all) get the same
 layouts from each slot's servers kept ranked by one worker's cost
-(:meth:`Market.ranked`), walked slot by slot only as far as the search reaches. Two rules keep the programme to what Arbiter can
-carry out: a job runs in consecutive slots once started (scaling never preempts
-a running job), and in the current, partly elapsed slot it pays and works pro
-rata.
+(:meth:`Market.ranked`), walked slot by slot only as far as the search reaches.
+Two rules keep the programme to what Arbiter can carry out: a job runs in
+consecutive slots once started (scaling never preempts a running job), and in
+the current, partly elapsed slot it pays and works pro rata.
 
 Work. A job's work left is measured in seconds at its requested size
 (:meth:`Job.remaining_time_s`, or `default_duration_s` when it gives no
