@@ -80,13 +80,6 @@ def search_one_count(
     within: bool,
     walks: dict[int, list[tuple[int, int, float]]],
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
-def update_columns(
-    columns: dict[int, Column],
-    slots: npt.NDArray[np.int64],
-    servers: npt.NDArray[np.int64],
-    prices: npt.NDArray[np.float64],
-    free: npt.NDArray[np.float64],
-) -> None: ...
 def ranked_layouts(
     walks: dict[int, list[tuple[int, int, float]]],
     ordered: Sequence[tuple[int, int]],
@@ -116,23 +109,33 @@ def programme_best_finish(
     utility: UtilityCurve,
     best_payoff: float,
 ) -> tuple[float, float, int, int] | None: ...
-def commit_use(
-    used: npt.NDArray[np.float64],
-    capacity: npt.NDArray[np.float64],
-    held: npt.NDArray[np.float64],
-    slots: npt.NDArray[np.int64],
-    servers: npt.NDArray[np.int64],
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
-def write_cells(
-    prices: npt.NDArray[np.float64],
-    free: npt.NDArray[np.float64],
-    touched: npt.NDArray[np.int64],
-    slots: npt.NDArray[np.int64],
-    servers: npt.NDArray[np.int64],
-    new_prices: npt.NDArray[np.float64],
-    new_free: npt.NDArray[np.float64],
-    commit: int,
-) -> None: ...
+
+class MarketCells:
+    def __init__(
+        self,
+        used: npt.NDArray[np.float64],
+        capacity: npt.NDArray[np.float64],
+        prices: npt.NDArray[np.float64],
+        free: npt.NDArray[np.float64],
+        touched: npt.NDArray[np.int64],
+    ) -> None: ...
+    def add_rows(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.float64]) -> None: ...
+    def add_use(
+        self,
+        held: npt.NDArray[np.float64],
+        slots: npt.NDArray[np.int64],
+        servers: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+    def write(
+        self,
+        slots: npt.NDArray[np.int64],
+        servers: npt.NDArray[np.int64],
+        new_prices: npt.NDArray[np.float64],
+        new_free: npt.NDArray[np.float64],
+        commit: int,
+        columns: dict[int, Column],
+    ) -> None: ...
+
 def price_bounds(
     jobs: Sequence[Job],
     now: float,

@@ -36,8 +36,8 @@ cdef double EPS = 1e-9
 
 cdef class Column:
     """Every resource of every server in one slot (servers × resources), copied from the
-    market's arrays and kept in step by :func:`update_columns`, and its rankings by the
-    demand of a worker."""
+    market's arrays and kept in step by :meth:`MarketCells.write`, and its rankings by
+    the demand of a worker."""
 
     cdef double[:, ::1] _prices
     cdef double[:, ::1] _free
@@ -83,22 +83,6 @@ cdef class Column:
         finally:
             c_free(old)
         return 0
-
-
-def update_columns(dict columns, slots, servers, prices, free):
-    """A commit's cells (slot `slots[i]`, server `servers[i]`), with their new prices
-    and free amounts (cells × resources), written to the column kept for their slot,
-    cell after cell."""
-    cdef const long long[:] at_slot = slots
-    cdef const long long[:] at_server = servers
-    cdef const double[:, :] new_prices = prices
-    cdef const double[:, :] new_free = free
-    cdef Py_ssize_t i
-    cdef object column
-    for i in range(at_slot.shape[0]):
-        column = columns.get(at_slot[i])
-        if column is not None:
-            (<Column> column).set(at_server[i], new_prices, new_free, i)
 
 
 cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noexcept:
@@ -981,55 +965,90 @@ def programme_best_finish(
     return best_payoff, kept_at, kept_i, kept_d
 
 
-def commit_use(used, capacity, held, slots, servers):
-    """Add a committed schedule's use to the market (`used`: slots × servers ×
-    resources, changed in place) at its cells (slot `slots[i]`, server `servers[i]`,
-    `held[i]` of each resource; one cell per slot and server). Returns, per cell and
-    resource, the share of capacity now used, clamped to [0, 1] (1 where there is no
-    capacity), and what is left free (never below 0): NumPy's divide, minimum and
-    maximum as :func:`policies.common.oasis.price` and the commit applied them."""
-    cdef double[:, :, :] use = used
-    cdef const double[:, :] cap = capacity
-    cdef const double[:, :] adds = held
-    cdef const long long[:] at_slot = slots
-    cdef const long long[:] at_server = servers
-    cdef Py_ssize_t cells = at_slot.shape[0], kinds = cap.shape[1], i, k, t, h
-    cdef double now, room, share, left
-    shares_array = np.empty((cells, kinds))
-    free_array = np.empty((cells, kinds))
-    cdef double[:, ::1] shares = shares_array
-    cdef double[:, ::1] free = free_array
-    for i in range(cells):
-        t, h = at_slot[i], at_server[i]
-        for k in range(kinds):
-            now = use[t, h, k] + adds[i, k]
-            use[t, h, k] = now
-            room = cap[h, k]
-            share = now / room if room > 0 else 1.0
-            share = share if share <= 1.0 else 1.0
-            shares[i, k] = share if share >= 0.0 else 0.0
-            left = room - now
-            free[i, k] = left if left >= 0.0 else 0.0
-    return shares_array, free_array
+cdef class MarketCells:
+    """The market's arrays of use, capacity, prices, free amounts and touched slots
+    (:class:`policies.common.oasis.Market`), held once for every commit of a decision
+    rather than taken afresh from NumPy per call: a commit changes a few dozen cells,
+    and taking an array's buffer costs about as much as writing them."""
 
+    cdef double[:, :, :] _used
+    cdef const double[:, :] _capacity
+    cdef double[:, :, :] _prices
+    cdef double[:, :, :] _free
+    cdef long long[:] _touched
 
-def write_cells(prices, free, touched, slots, servers, new_prices, new_free, long long commit):
-    """Write a commit's new prices and free amounts to the market's arrays at its cells,
-    and mark each of its slots as touched by commit number `commit`."""
-    cdef double[:, :, :] price_at = prices
-    cdef double[:, :, :] free_at = free
-    cdef long long[:] touched_by = touched
-    cdef const double[:, :] priced = new_prices
-    cdef const double[:, :] left = new_free
-    cdef const long long[:] at_slot = slots
-    cdef const long long[:] at_server = servers
-    cdef Py_ssize_t i, k, t, h
-    for i in range(at_slot.shape[0]):
-        t, h = at_slot[i], at_server[i]
-        for k in range(priced.shape[1]):
-            price_at[t, h, k] = priced[i, k]
-            free_at[t, h, k] = left[i, k]
-        touched_by[t] = commit
+    def __init__(self, used, capacity, prices, free, touched):
+        self._used = used
+        self._capacity = capacity
+        self._prices = prices
+        self._free = free
+        self._touched = touched
+
+    def add_rows(self, rows, held):
+        """Add use row by row (`rows[r]`: start and stop slot, server; `held[r]`: what
+        it holds of each resource in each of those slots), cell after cell in that
+        order, each resource's amount added as `np.add.at` over the rows' cells adds
+        it (the same additions in the same order)."""
+        cdef const long long[:, :] at = rows
+        cdef const double[:, :] adds = held
+        cdef Py_ssize_t r, t, k, h, kinds = adds.shape[1]
+        for r in range(at.shape[0]):
+            h = at[r, 2]
+            for t in range(at[r, 0], at[r, 1]):
+                for k in range(kinds):
+                    self._used[t, h, k] += adds[r, k]
+
+    def add_use(self, held, slots, servers):
+        """Add a committed schedule's use at its cells (slot `slots[i]`, server
+        `servers[i]`, `held[i]` of each resource; one cell per slot and server).
+        Returns, per cell and resource, the share of capacity now used, clamped to
+        [0, 1] (1 where there is no capacity), and what is left free (never below 0):
+        NumPy's divide, minimum and maximum as :func:`policies.common.oasis.price` and
+        the commit applied them."""
+        cdef const double[:, :] adds = held
+        cdef const long long[:] at_slot = slots
+        cdef const long long[:] at_server = servers
+        cdef Py_ssize_t cells = at_slot.shape[0], kinds = self._capacity.shape[1], i, k, t, h
+        cdef double now, room, share, left
+        shares_array = np.empty((cells, kinds))
+        free_array = np.empty((cells, kinds))
+        cdef double[:, ::1] shares = shares_array
+        cdef double[:, ::1] free = free_array
+        for i in range(cells):
+            t, h = at_slot[i], at_server[i]
+            for k in range(kinds):
+                now = self._used[t, h, k] + adds[i, k]
+                self._used[t, h, k] = now
+                room = self._capacity[h, k]
+                share = now / room if room > 0 else 1.0
+                share = share if share <= 1.0 else 1.0
+                shares[i, k] = share if share >= 0.0 else 0.0
+                left = room - now
+                free[i, k] = left if left >= 0.0 else 0.0
+        return shares_array, free_array
+
+    def write(self, slots, servers, new_prices, new_free, long long commit, dict columns):
+        """Write a commit's new prices and free amounts (cells × resources) to the
+        market's arrays at its cells, mark each of its slots as touched by commit number
+        `commit`, and write them to the column kept for each cell's slot, if any (cell
+        after cell, so its rankings learn each server's new cost)."""
+        cdef const double[:, :] priced = new_prices
+        cdef const double[:, :] left = new_free
+        cdef const long long[:] at_slot = slots
+        cdef const long long[:] at_server = servers
+        cdef Py_ssize_t i, k, t, h
+        cdef object column
+        for i in range(at_slot.shape[0]):
+            t, h = at_slot[i], at_server[i]
+            for k in range(priced.shape[1]):
+                self._prices[t, h, k] = priced[i, k]
+                self._free[t, h, k] = left[i, k]
+            self._touched[t] = commit
+        if columns:
+            for i in range(at_slot.shape[0]):
+                column = columns.get(at_slot[i])
+                if column is not None:
+                    (<Column> column).set(at_server[i], priced, left, i)
 
 
 def price_bounds(

@@ -84,18 +84,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from policies.common._oasis import (
     Column,
+    MarketCells,
     OneCount,
     SlotRank,
     UtilityCurve,
-    commit_use,
     price_bounds,
     programme_best_finish,
     programme_step,
     ranked_costs,
     ranked_layouts,
     search_one_count,
-    update_columns,
-    write_cells,
 )
 from policies.common.wording import counted
 from policies.model import (
@@ -755,6 +753,8 @@ class Market:
         # `_touched[t]` counts the commits that changed slot t, and `_tables` keeps, per
         # job shape and block, the table and the counts it was computed at.
         self._touched = np.zeros(params.horizon_slots, dtype=np.int64)
+        # The arrays a commit writes, as the compiled part holds them (never replaced).
+        self._cells = MarketCells(self.used, self.capacity, self._prices, self.free, self._touched)
         self._commits = 0
         self._tables: dict[tuple[object, ...], tuple[IntArray, SlotCosts]] = {}
         # Per job shape (JobModel.shape), for this decision: its model, and the floor
@@ -864,7 +864,7 @@ class Market:
                     left = remaining_at_request_s(job, self.params)
                 ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
                 use.placed(1, ends, job.placement, gpw, dw)
-        use.add_to(self.used)
+        use.add_to(self._cells)
         self._free_from_use()
 
     def _free_from_use(self) -> None:
@@ -882,18 +882,14 @@ class Market:
         # One cell per (slot, server) of a schedule: each gets its use added once. The
         # cells' new shares of capacity and free amounts are compiled; their prices are
         # :func:`price`'s, NumPy's `power` on those shares.
-        shares, now_free = commit_use(self.used, self.capacity, schedule.held, slots, servers)
+        shares, now_free = self._cells.add_use(schedule.held, slots, servers)
         now_priced = self.floor * np.power(self.ratio, shares)
         self._commits += 1
         # The schedule's slots were searched, so priced already; `priced` makes sure.
-        prices = self.priced(schedule.completion + 1)
-        write_cells(
-            prices, self.free, self._touched, slots, servers, now_priced, now_free, self._commits
-        )
-        if self._columns:
-            # Keep the ranked columns in step with the cells that changed: their new
-            # price and free amount, as the arrays now hold them.
-            update_columns(self._columns, slots, servers, now_priced, now_free)
+        self.priced(schedule.completion + 1)
+        # The cells' new prices and free amounts, in the arrays and in the ranked
+        # columns kept for their slots.
+        self._cells.write(slots, servers, now_priced, now_free, self._commits, self._columns)
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -1197,10 +1193,10 @@ class _Use:
     """Use to add to the market, gathered as rows (slots `[start, stop)` of one server:
     workers and parameter servers of given demands) and added at once.
 
-    np.add.at adds the cells in the order given, and the rows are expanded in the order
-    they came, so every cell receives the same additions in the same order as adding
-    each row to a slice of the array would (the same sums, to the last bit), without a
-    numpy call per row.
+    The rows are added in the order they came, cell after cell (compiled,
+    :meth:`MarketCells.add_rows`), so every cell receives the same additions in the
+    same order as adding each row to a slice of the array would (the same sums, to the
+    last bit), without a numpy call per row.
     """
 
     def __init__(self, index: Mapping[str, int], horizon: int) -> None:
@@ -1244,18 +1240,15 @@ class _Use:
                 self.rows.append((start, stop, h, workers, servers))
                 self.demands.append((*dw, *dps))
 
-    def add_to(self, used: FloatArray) -> None:
+    def add_to(self, cells: MarketCells) -> None:
         if not self.rows:
             return
         rows = np.array(self.rows, dtype=np.int64)
         demands = np.array(self.demands, dtype=np.float64)
-        start, stop, server, workers, servers = rows.T
+        workers, servers = rows[:, 3], rows[:, 4]
         # Per row: workers · worker demand + servers · server demand, as per slice.
         held = workers[:, None] * demands[:, :_K] + servers[:, None] * demands[:, _K:]
-        length = stop - start
-        which = np.repeat(np.arange(len(rows)), length)
-        offset = np.arange(len(which)) - np.repeat(np.cumsum(length) - length, length)
-        np.add.at(used, (start[which] + offset, server[which]), held[which])
+        cells.add_rows(rows, held)
 
 
 def _cheapest(cost: FloatArray, count: int) -> IntArray:
