@@ -60,6 +60,15 @@ class _Ladder(Protocol):
     @property
     def small(self) -> bytes | None: ...
 
+class _Vector(Protocol):
+    """What the compiled loop reads and keeps of the vector programme
+    (policies.common.oasis._Programme)."""
+
+    total: int
+    done: npt.NDArray[np.float64]
+    history: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], npt.NDArray[np.int64]]]
+    costs: list[npt.NDArray[np.float64]]
+
 def search_one_count(
     one: OneCount,
     ladder: _Ladder | None,
@@ -71,6 +80,25 @@ def search_one_count(
     looped_cells: int,
     first_units: int,
     full_units: int,
+    fraction: float,
+    first_slot: int,
+    slot_s: float,
+    submit: float,
+    floor_cost: float,
+    utility: UtilityCurve,
+    within: bool,
+    walks: dict[int, list[tuple[int, int, float]]],
+) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
+def search_counts(
+    programme: _Vector,
+    ladder: _Ladder,
+    columns: dict[int, Column],
+    ranked: Callable[[int], list[tuple[int, int, float]]],
+    costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]],
+    horizon: int,
+    looped_cells: int,
+    first_units: npt.NDArray[np.int64],
+    full_units: npt.NDArray[np.int64],
     fraction: float,
     first_slot: int,
     slot_s: float,

@@ -893,38 +893,52 @@ def programme_step(done, units, cost):
     cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
     cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
     cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
+    after = np.empty(before.shape[0])
+    choice = np.empty(before.shape[0], dtype=np.intp)
+    _step(before, run, paid, after, choice)
+    return after, choice
+
+
+cdef int _step(
+    const double[::1] before,
+    const long long[::1] run,
+    const double[::1] paid,
+    double[::1] out,
+    Py_ssize_t[::1] chosen,
+) except -1:
+    """:func:`programme_step` into `out` and `chosen`."""
     cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i, best
     cdef long long source
     cdef double least, value
-    after = np.empty(top + 1)
-    choice = np.empty(top + 1, dtype=np.intp)
-    tail_array = np.empty(top + 1)
-    cdef double[::1] out = after
-    cdef Py_ssize_t[::1] chosen = choice
-    cdef double[::1] tail = tail_array
-    # tail[d] = the least of done[d:], as np.minimum.accumulate over the reversed array.
-    tail[top] = before[top]
-    for d in range(top - 1, -1, -1):
-        tail[d] = before[d] if before[d] < tail[d + 1] else tail[d + 1]
-    for d in range(top + 1):
-        least = before[d] if d == 0 or d == top else INFINITY
-        best = 0
-        for i in range(n):
-            if not isfinite(paid[i]):
-                continue
-            source = d - run[i]
-            if d == top:
-                value = tail[source if source > 0 else 0] + paid[i]
-            elif source < 0:
-                continue
-            else:
-                value = before[source] + paid[i]
-            if value < least:
-                least = value
-                best = i + 1
-        out[d] = least
-        chosen[d] = best
-    return after, choice
+    cdef double* tail = <double*> malloc((top + 1) * sizeof(double))
+    if tail == NULL:
+        raise MemoryError()
+    try:
+        # tail[d] = the least of done[d:], as np.minimum.accumulate over the reversed array.
+        tail[top] = before[top]
+        for d in range(top - 1, -1, -1):
+            tail[d] = before[d] if before[d] < tail[d + 1] else tail[d + 1]
+        for d in range(top + 1):
+            least = before[d] if d == 0 or d == top else INFINITY
+            best = 0
+            for i in range(n):
+                if not isfinite(paid[i]):
+                    continue
+                source = d - run[i]
+                if d == top:
+                    value = tail[source if source > 0 else 0] + paid[i]
+                elif source < 0:
+                    continue
+                else:
+                    value = before[source] + paid[i]
+                if value < least:
+                    least = value
+                    best = i + 1
+            out[d] = least
+            chosen[d] = best
+    finally:
+        c_free(tail)
+    return 0
 
 
 def programme_best_finish(
@@ -943,10 +957,36 @@ def programme_best_finish(
     cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
     cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
     cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
+    cdef Finish kept = _best_finish(before, run, paid, total, end, length, submit, utility, best_payoff)
+    if kept.index < 0:
+        return None
+    return kept.payoff, kept.done_at, kept.index, kept.before
+
+
+cdef struct Finish:
+    double payoff
+    double done_at
+    Py_ssize_t index  # -1: none pays more than the best so far
+    Py_ssize_t before
+
+
+cdef Finish _best_finish(
+    const double[::1] before,
+    const long long[::1] run,
+    const double[::1] paid,
+    long long total,
+    double end,
+    double length,
+    double submit,
+    UtilityCurve utility,
+    double best_payoff,
+) noexcept:
+    """:func:`programme_best_finish`, its way as a struct."""
     cdef Py_ssize_t top = before.shape[0] - 1, n = paid.shape[0], d, i
-    cdef Py_ssize_t kept_i = -1, kept_d = 0
     cdef long long lowest
-    cdef double value, ratio, done_at, payoff, kept_at = 0.0
+    cdef double value, ratio, done_at, payoff
+    cdef Finish kept
+    kept.payoff, kept.done_at, kept.index, kept.before = best_payoff, 0.0, -1, 0
     for i in range(n):
         if not isfinite(paid[i]) or run[i] <= 0:
             continue
@@ -958,11 +998,107 @@ def programme_best_finish(
             ratio = <double> (total - d) / <double> run[i]
             done_at = end - length * (1.0 - (ratio if ratio < 1.0 else 1.0))
             payoff = utility.at(done_at - submit) - value
-            if payoff > best_payoff:
-                best_payoff, kept_i, kept_d, kept_at = payoff, i, d, done_at
-    if kept_i < 0:
-        return None
-    return best_payoff, kept_at, kept_i, kept_d
+            if payoff > kept.payoff:
+                kept.payoff, kept.done_at, kept.index, kept.before = payoff, done_at, i, d
+    return kept
+
+
+def search_counts(
+    programme,
+    ladder,
+    dict columns,
+    ranked,
+    costs_at_once,
+    Py_ssize_t horizon,
+    Py_ssize_t looped_cells,
+    first_units,
+    full_units,
+    double fraction,
+    long long first_slot,
+    double slot_s,
+    double submit,
+    double floor_cost,
+    UtilityCurve utility,
+    bint within,
+    dict walks,
+):
+    """The search's loop over slots for a job of several worker counts (at most
+    `_WALKED_COUNTS`) on the ranked form (:func:`policies.common.oasis.search_schedule`,
+    whose loop this is, step for step): each slot's walk, each count's cost in it as
+    `_ranked_rows` gives it, a step of the vector `programme` (its `done`, `history`
+    and `costs` kept as :class:`policies.common.oasis._Programme` keeps them, for its
+    backtrack), then the best way to finish in it, until the utility left cannot beat
+    the best payoff even at floor prices. Returns what :func:`search_one_count` returns."""
+    cdef double best_payoff = -INFINITY, best_end = 0.0
+    cdef Py_ssize_t best_t = -1, t, i
+    cdef object entry = None
+    cdef bint stopped = False
+    cdef double finished, end, value, length, at_start
+    cdef long long total = programme.total
+    cdef Py_ssize_t most = ladder.most, width = ladder.width
+    cdef object demand = ladder.demand, small = ladder.small, column, rank
+    cdef list counts = ladder.counts
+    cdef Py_ssize_t n = len(counts)
+    cdef bint at_once = n * width > looped_cells
+    cdef const long long[::1] first = first_units
+    cdef const long long[::1] full = full_units
+    cdef const long long[::1] units
+    cdef list walk, costs
+    cdef list history = programme.history, paid_by_slot = programme.costs
+    cdef double[::1] paid
+    cdef Finish kept
+    done = programme.done
+    for t in range(horizon):
+        column = columns.get(t)
+        rank = None if column is None else (<Column> column).ranks.get(demand)
+        if rank is None:
+            walk = ranked(t)
+        else:
+            walk = (<SlotRank> rank).walk(<Column> column, most, small)
+        walks[t] = walk
+        costs = costs_at_once(walk) if at_once else ranked_costs(walk, counts, width)
+        units_array = first_units if t == 0 else full_units
+        units = units_array
+        row = np.empty(n)
+        paid = row
+        for i in range(n):
+            if units[i] <= 0:
+                paid[i] = INFINITY
+            elif t == 0:
+                paid[i] = <double> costs[i] * fraction
+            else:
+                paid[i] = costs[i]
+        after = np.empty(total + 1)
+        choice = np.empty(total + 1, dtype=np.intp)
+        _step(done, units, paid, after, choice)
+        paid_by_slot.append(row)
+        history.append((done, choice, units_array))
+        before = done
+        done = after
+        programme.done = done
+        finished = after[total]
+        end = <double> (first_slot + t + 1) * slot_s
+        value = utility.at(end - submit)
+        if within and isfinite(finished):
+            # The slot's start bounds the value of a finish inside it; only a schedule
+            # that could beat the best so far is followed to where it finishes.
+            length = slot_s * (fraction if t == 0 else 1.0)
+            at_start = utility.at(end - length - submit)
+            if at_start - finished > best_payoff:
+                kept = _best_finish(
+                    before, units, paid, total, end, length, submit, utility, best_payoff
+                )
+                if kept.index >= 0:
+                    best_payoff, best_end = kept.payoff, kept.done_at
+                    best_t, entry = t, (kept.index, kept.before)
+        elif isfinite(finished) and value - finished > best_payoff:
+            best_payoff, best_t, best_end = value - finished, t, end
+        if value - floor_cost <= (0.0 if 0.0 > best_payoff else best_payoff):
+            # Utility never grows and no schedule costs less than the floor prices:
+            # no later finish can pay more, nor pay at all.
+            stopped = True
+            break
+    return best_payoff, best_t, best_end, entry, stopped
 
 
 cdef class MarketCells:

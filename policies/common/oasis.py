@@ -93,6 +93,7 @@ from policies.common._oasis import (
     programme_step,
     ranked_costs,
     ranked_layouts,
+    search_counts,
     search_one_count,
 )
 from policies.common.wording import counted
@@ -1553,6 +1554,29 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             _LOOPED_CELLS,
             first_list[0],
             full_list[0],
+            fraction,
+            first_slot,
+            slot_s,
+            submit,
+            floor_cost,
+            curve,
+            within,
+            walks,
+        )
+    elif ladder is not None and len(counts) <= _WALKED_COUNTS:
+        # A few counts on the ranked form: the loop below for that case, step for step,
+        # compiled (policies/common/_oasis.pyx).
+        assert programme is not None
+        best_payoff, best_t, best_end, entry, stopped_by_value = search_counts(
+            programme,
+            ladder,
+            market.columns,
+            partial(market.ranked, ladder),
+            partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
+            market.horizon,
+            _LOOPED_CELLS,
+            first_units,
+            full_units,
             fraction,
             first_slot,
             slot_s,
