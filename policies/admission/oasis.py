@@ -251,16 +251,19 @@ def _from_resources(raw: JsonValue) -> tuple[float, float, float] | None:
 
 
 def _numbers(market: Market, best: Schedule) -> dict[str, JsonValue]:
-    by_resource = best.cost_by_resource
-    # The resource that carries most of the priced cost is the one that binds.
-    binding = RESOURCES[int(by_resource.argmax())] if by_resource.any() else RESOURCES[0]
+    # Three numbers: plain floats, which Python compares faster than NumPy calls on
+    # them start.
+    by_resource = best.cost_by_resource.tolist()
+    # The resource that carries most of the priced cost is the one that binds (the
+    # first of equal ones, as argmax picks it).
+    binding = RESOURCES[by_resource.index(max(by_resource))] if any(by_resource) else RESOURCES[0]
     return {
         "utility": best.utility,
         "cost": best.cost,
         "payoff": best.payoff,
         "completion_s": best.completion_s,
         "binding_resource": binding,
-        "cost_by_resource": _by_resource(by_resource),
+        "cost_by_resource": dict(zip(RESOURCES, by_resource, strict=True)),
     }
 
 

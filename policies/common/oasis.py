@@ -734,6 +734,8 @@ class Market:
         self.params = params
         self.now = now
         self.first_slot = math.floor(now / params.slot_s)
+        # The share of the current slot still ahead, in which a schedule works and pays.
+        self.first_fraction = max(_EPS, self.slot_end(0) - now) / params.slot_s
         self.node_ids = [n[0] for n in nodes]
         self.index = {node_id: h for h, node_id in enumerate(self.node_ids)}
         self.capacity = np.array([n[1:4] for n in nodes], dtype=np.float64).reshape(-1, _K)
@@ -812,10 +814,6 @@ class Market:
     def size(self) -> int:
         return len(self.node_ids)
 
-    @property
-    def first_fraction(self) -> float:
-        return max(_EPS, self.slot_end(0) - self.now) / self.params.slot_s
-
     def slot_work(self, model: JobModel) -> list[float]:
         """Work a whole slot does at each of the job's counts (seconds at its request),
         per job shape."""
@@ -884,7 +882,8 @@ class Market:
         # cells' new shares of capacity and free amounts are compiled; their prices are
         # :func:`price`'s, NumPy's `power` on those shares.
         shares, now_free = self._cells.add_use(schedule.held, slots, servers)
-        now_priced = self.floor * np.power(self.ratio, shares)
+        # In place: the shares become the prices (the same operations as `price`).
+        now_priced = np.multiply(self.floor, np.power(self.ratio, shares, out=shares), out=shares)
         self._commits += 1
         # The schedule's slots were searched, so priced already; `priced` makes sure.
         self.priced(schedule.completion + 1)
@@ -1899,7 +1898,13 @@ def plan_of(market: Market, schedule: Schedule) -> Plan:
     segments: list[Segment] = []
     for slot in schedule.slots:
         absolute = market.first_slot + slot.t
-        nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in slot.layout))
+        layout = slot.layout
+        if len(layout) == 1:
+            # One server (most slots): nothing to sort.
+            ((h, w, s),) = layout
+            nodes: tuple[tuple[str, int, int], ...] = ((market.node_ids[h], w, s),)
+        else:
+            nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in layout))
         last = segments[-1] if segments else None
         if (
             last is not None
