@@ -9,12 +9,14 @@ is the account of the algorithm and its Python; this module holds, as typed arra
 parts every search and commit repeats per slot, per state and per cell: the ranked
 form's columns, rankings and walks (:meth:`Market.ranked`), each count's sum, the
 one-count programme and the loop over slots of a job of one count, the vector
-programme's step and its walk over the ways to finish, a ranked schedule's layouts,
-and a commit's use, shares of capacity, free amounts and column updates.
+programme's step, its walk over the ways to finish and the loop over slots of a job of
+a few counts, a ranked schedule's layouts, the market's arrays (:class:`MarketCells`:
+the use a market starts with, a commit's use, shares of capacity, free amounts and
+column updates) and the price bounds' loop over every job.
 
 Every figure is the one the Python form made: the same IEEE operations on doubles in
 the same order (the build turns off floating-point contraction), the same order of
-(price, server) entries, the same choice among equal values, the same sums
+(cost, server) entries, the same choice among equal values, the same sums
 (:func:`numpy_sum` adds as NumPy's ``add.reduce`` does). The golden decisions and the
 property tests of tests/policies/test_oasis_search.py judge it.
 """
