@@ -69,44 +69,37 @@ class _Vector(Protocol):
     history: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], npt.NDArray[np.int64]]]
     costs: list[npt.NDArray[np.float64]]
 
+class SlotSearch:
+    def __init__(
+        self,
+        ladder: _Ladder | None,
+        columns: dict[int, Column],
+        ranked: Callable[[int], list[tuple[int, int, float]]] | None,
+        costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]] | None,
+        horizon: int,
+        looped_cells: int,
+        fraction: float,
+        first_slot: int,
+        slot_s: float,
+        submit: float,
+        floor_cost: float,
+        utility: UtilityCurve,
+        within: bool,
+        walks: dict[int, list[tuple[int, int, float]]],
+    ) -> None: ...
+
 def search_one_count(
     one: OneCount,
-    ladder: _Ladder | None,
-    columns: dict[int, Column],
-    ranked: Callable[[int], list[tuple[int, int, float]]] | None,
+    search: SlotSearch,
     rows: Iterator[tuple[int, list[float] | npt.NDArray[np.float64]]],
-    costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]] | None,
-    horizon: int,
-    looped_cells: int,
     first_units: int,
     full_units: int,
-    fraction: float,
-    first_slot: int,
-    slot_s: float,
-    submit: float,
-    floor_cost: float,
-    utility: UtilityCurve,
-    within: bool,
-    walks: dict[int, list[tuple[int, int, float]]],
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
 def search_counts(
     programme: _Vector,
-    ladder: _Ladder,
-    columns: dict[int, Column],
-    ranked: Callable[[int], list[tuple[int, int, float]]],
-    costs_at_once: Callable[[list[tuple[int, int, float]]], list[float]],
-    horizon: int,
-    looped_cells: int,
+    search: SlotSearch,
     first_units: npt.NDArray[np.int64],
     full_units: npt.NDArray[np.int64],
-    fraction: float,
-    first_slot: int,
-    slot_s: float,
-    submit: float,
-    floor_cost: float,
-    utility: UtilityCurve,
-    within: bool,
-    walks: dict[int, list[tuple[int, int, float]]],
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
 def ranked_layouts(
     walks: dict[int, list[tuple[int, int, float]]],

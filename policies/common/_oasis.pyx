@@ -723,38 +723,103 @@ cdef class UtilityCurve:
         )
 
 
+cdef class SlotSearch:
+    """What a job's search over the slots reads in each (:func:`search_one_count`,
+    :func:`search_counts`): the horizon and its clock, the job's utility (`utility`,
+    the job's own as the compiled parts evaluate it), its submission time and the floor
+    cost of its work (the stop rule), whether a finish is valued inside its slot; and,
+    on the ranked form (`ladder`, the market's `_Ladder` of the job), the market's
+    `columns`, `ranked(t)` for a slot the market has yet to rank, `costs_at_once(walk)`
+    for jobs whose (count, candidate) cells exceed `looped_cells`, and `walks`, where
+    each slot's walk is kept for the schedule's layouts."""
+
+    cdef bint ranked_form
+    cdef object demand, small
+    cdef Py_ssize_t most, width
+    cdef list counts
+    cdef dict columns, walks
+    cdef object ranked, costs_at_once
+    cdef bint at_once
+    cdef Py_ssize_t horizon
+    cdef double fraction, slot_s, submit, floor_cost
+    cdef long long first_slot
+    cdef UtilityCurve utility
+    cdef bint within
+
+    def __init__(
+        self,
+        ladder,
+        dict columns,
+        ranked,
+        costs_at_once,
+        Py_ssize_t horizon,
+        Py_ssize_t looped_cells,
+        double fraction,
+        long long first_slot,
+        double slot_s,
+        double submit,
+        double floor_cost,
+        UtilityCurve utility,
+        bint within,
+        dict walks,
+    ):
+        self.ranked_form = ladder is not None
+        if self.ranked_form:
+            self.demand, self.most, self.small = ladder.demand, ladder.most, ladder.small
+            self.counts, self.width = ladder.counts, ladder.width
+            self.at_once = len(self.counts) * self.width > looped_cells
+        self.columns, self.walks = columns, walks
+        self.ranked, self.costs_at_once = ranked, costs_at_once
+        self.horizon, self.fraction, self.first_slot = horizon, fraction, first_slot
+        self.slot_s, self.submit, self.floor_cost = slot_s, submit, floor_cost
+        self.utility, self.within = utility, within
+
+    cdef list walk(self, Py_ssize_t t):
+        """Slot t's walk (:meth:`Market.ranked`), kept in `walks`: the ranking of the
+        slot's column walked here, or `ranked(t)` where the market has yet to make it."""
+        cdef object column = self.columns.get(t)
+        cdef object rank = None if column is None else (<Column> column).ranks.get(self.demand)
+        cdef list walk
+        if rank is None:
+            walk = self.ranked(t)
+        else:
+            walk = (<SlotRank> rank).walk(<Column> column, self.most, self.small)
+        self.walks[t] = walk
+        return walk
+
+    cdef list costs(self, list walk):
+        """Each count's full-slot cost on `walk`, as `_ranked_costs` works it out."""
+        if self.at_once:
+            return self.costs_at_once(walk)
+        return ranked_costs(walk, self.counts, self.width)
+
+    cdef inline double end(self, Py_ssize_t t) noexcept:
+        """When slot t ends, on the caller's clock."""
+        return <double> (self.first_slot + t + 1) * self.slot_s
+
+    cdef inline bint stops(self, double value, double best_payoff) noexcept:
+        """The stop rule: utility never grows and no schedule costs less than the floor
+        prices, so once the utility at a slot's end less that floor cannot beat the best
+        payoff (nor pay at all), no later finish can."""
+        return value - self.floor_cost <= (0.0 if 0.0 > best_payoff else best_payoff)
+
+
 def search_one_count(
     OneCount one,
-    ladder,
-    dict columns,
-    ranked,
+    SlotSearch search,
     rows,
-    costs_at_once,
-    Py_ssize_t horizon,
-    Py_ssize_t looped_cells,
     long long first_units,
     long long full_units,
-    double fraction,
-    long long first_slot,
-    double slot_s,
-    double submit,
-    double floor_cost,
-    UtilityCurve utility,
-    bint within,
-    dict walks,
 ):
-    """The search's loop over slots for a job of one worker count on the ranked form
+    """The search's loop over slots for a job of one worker count
     (:func:`policies.common.oasis.search_schedule`, whose loop this is, step for step).
 
     Each slot t: the count's cost in it, a step of `one`, then the best way to finish
     in it, until the utility left cannot beat the best payoff even at floor prices.
-    On the ranked form (`ladder`, the market's `_Ladder` of the job) the cost is worked
-    out here from the slot's walk, kept in `walks`: the ranking of the slot's column in
-    `columns` walked here, or `ranked(t)` where the market has yet to make it; the
-    current slot pro rata, inf where the slot does no whole unit of work, and
-    `costs_at_once(walk)` for a count whose (count, candidate) cells exceed
-    `looped_cells`, as the Python form does. On the table form (`ladder` None) `rows`
-    yields each slot's (t, [cost]) with all that applied.
+    On the ranked form the cost is worked out here from the slot's walk
+    (:meth:`SlotSearch.walk`): the current slot pro rata, inf where the slot does no
+    whole unit of work, as the Python form does. On the table form `rows` yields each
+    slot's (t, [cost]) with all that applied.
     Returns (best payoff, its last slot or -1, when it is done, (count index, units
     done before) of its way into that slot or None, whether the utility stopped it).
     """
@@ -763,46 +828,34 @@ def search_one_count(
     cdef object entry = None
     cdef bint stopped = False
     cdef double cost, finished, end, value, length, at_start, done_at, payoff, ratio
-    cdef double least
+    cdef double least, fraction = search.fraction, submit = search.submit
     cdef long long units, before, total = one.total
     cdef list walk
-    cdef Py_ssize_t most = 0, count = 0, width = 0
-    cdef object demand = None
-    cdef object small = None, column, rank
-    if ladder is not None:
-        demand, most, small = ladder.demand, ladder.most, ladder.small
-        count, width = ladder.counts[0], ladder.width
-    for t in range(horizon):
+    cdef UtilityCurve utility = search.utility
+    cdef bint one_worker = search.ranked_form and search.counts[0] == 1
+    for t in range(search.horizon):
         units = first_units if t == 0 else full_units
-        if ladder is None:
+        if not search.ranked_form:
             row_t, row = next(rows)
             assert row_t == t
             cost = row[0]
         else:
-            column = columns.get(t)
-            rank = None if column is None else (<Column> column).ranks.get(demand)
-            if rank is None:
-                walk = ranked(t)
-            else:
-                walk = (<SlotRank> rank).walk(<Column> column, most, small)
-            walks[t] = walk
-            if count == 1:
+            walk = search.walk(t)
+            if one_worker:
                 cost = walk[0][2] if walk else INFINITY
-            elif count * width > looped_cells:
-                cost = costs_at_once(walk)[0]
             else:
-                cost = ranked_costs(walk, (count,), width)[0]
+                cost = search.costs(walk)[0]
             if t == 0:
                 cost = cost * fraction if first_units > 0 else INFINITY
             elif full_units <= 0:
                 cost = INFINITY
         finished = one.advance(units, cost)
-        end = <double> (first_slot + t + 1) * slot_s
+        end = search.end(t)
         value = utility.at(end - submit)
-        if within and isfinite(finished):
+        if search.within and isfinite(finished):
             # The slot's start bounds the value of a finish inside it; only a schedule
             # that could beat the best so far is followed to where it finishes.
-            length = slot_s * (fraction if t == 0 else 1.0)
+            length = search.slot_s * (fraction if t == 0 else 1.0)
             at_start = utility.at(end - length - submit)
             if at_start - finished > best_payoff and units > 0 and isfinite(cost):
                 # The ways to finish in this slot (OneCount.finishing), in its order.
@@ -820,13 +873,10 @@ def search_one_count(
                         entry = (0, before)
         elif isfinite(finished) and value - finished > best_payoff:
             best_payoff, best_t, best_end = value - finished, t, end
-        if value - floor_cost <= (0.0 if 0.0 > best_payoff else best_payoff):
-            # Utility never grows and no schedule costs less than the floor prices:
-            # no later finish can pay more, nor pay at all.
+        if search.stops(value, best_payoff):
             stopped = True
             break
     return best_payoff, best_t, best_end, entry, stopped
-
 
 
 def ranked_layouts(
@@ -1005,25 +1055,7 @@ cdef Finish _best_finish(
     return kept
 
 
-def search_counts(
-    programme,
-    ladder,
-    dict columns,
-    ranked,
-    costs_at_once,
-    Py_ssize_t horizon,
-    Py_ssize_t looped_cells,
-    first_units,
-    full_units,
-    double fraction,
-    long long first_slot,
-    double slot_s,
-    double submit,
-    double floor_cost,
-    UtilityCurve utility,
-    bint within,
-    dict walks,
-):
+def search_counts(programme, SlotSearch search, first_units, full_units):
     """The search's loop over slots for a job of several worker counts (at most
     `_WALKED_COUNTS`) on the ranked form (:func:`policies.common.oasis.search_schedule`,
     whose loop this is, step for step): each slot's walk, each count's cost in it as
@@ -1036,29 +1068,18 @@ def search_counts(
     cdef object entry = None
     cdef bint stopped = False
     cdef double finished, end, value, length, at_start
+    cdef double fraction = search.fraction, submit = search.submit
     cdef long long total = programme.total
-    cdef Py_ssize_t most = ladder.most, width = ladder.width
-    cdef object demand = ladder.demand, small = ladder.small, column, rank
-    cdef list counts = ladder.counts
-    cdef Py_ssize_t n = len(counts)
-    cdef bint at_once = n * width > looped_cells
-    cdef const long long[::1] first = first_units
-    cdef const long long[::1] full = full_units
+    cdef Py_ssize_t n = len(search.counts)
     cdef const long long[::1] units
-    cdef list walk, costs
+    cdef list costs
     cdef list history = programme.history, paid_by_slot = programme.costs
     cdef double[::1] paid
+    cdef UtilityCurve utility = search.utility
     cdef Finish kept
     done = programme.done
-    for t in range(horizon):
-        column = columns.get(t)
-        rank = None if column is None else (<Column> column).ranks.get(demand)
-        if rank is None:
-            walk = ranked(t)
-        else:
-            walk = (<SlotRank> rank).walk(<Column> column, most, small)
-        walks[t] = walk
-        costs = costs_at_once(walk) if at_once else ranked_costs(walk, counts, width)
+    for t in range(search.horizon):
+        costs = search.costs(search.walk(t))
         units_array = first_units if t == 0 else full_units
         units = units_array
         row = np.empty(n)
@@ -1079,12 +1100,12 @@ def search_counts(
         done = after
         programme.done = done
         finished = after[total]
-        end = <double> (first_slot + t + 1) * slot_s
+        end = search.end(t)
         value = utility.at(end - submit)
-        if within and isfinite(finished):
+        if search.within and isfinite(finished):
             # The slot's start bounds the value of a finish inside it; only a schedule
             # that could beat the best so far is followed to where it finishes.
-            length = slot_s * (fraction if t == 0 else 1.0)
+            length = search.slot_s * (fraction if t == 0 else 1.0)
             at_start = utility.at(end - length - submit)
             if at_start - finished > best_payoff:
                 kept = _best_finish(
@@ -1095,9 +1116,7 @@ def search_counts(
                     best_t, entry = t, (kept.index, kept.before)
         elif isfinite(finished) and value - finished > best_payoff:
             best_payoff, best_t, best_end = value - finished, t, end
-        if value - floor_cost <= (0.0 if 0.0 > best_payoff else best_payoff):
-            # Utility never grows and no schedule costs less than the floor prices:
-            # no later finish can pay more, nor pay at all.
+        if search.stops(value, best_payoff):
             stopped = True
             break
     return best_payoff, best_t, best_end, entry, stopped

@@ -87,6 +87,7 @@ from policies.common._oasis import (
     MarketCells,
     OneCount,
     SlotRank,
+    SlotSearch,
     UtilityCurve,
     price_bounds,
     programme_best_finish,
@@ -1536,54 +1537,38 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     finishes = one or programme
     assert finishes is not None
     curve = _curve(model.utility)  # the same utility, for the compiled parts
+    # What the compiled loops read of the slots, the job and the market.
+    search = SlotSearch(
+        ladder,
+        market.columns,
+        None if ladder is None else partial(market.ranked, ladder),
+        None
+        if ladder is None
+        else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
+        market.horizon,
+        _LOOPED_CELLS,
+        fraction,
+        first_slot,
+        slot_s,
+        submit,
+        floor_cost,
+        curve,
+        within,
+        walks,
+    )
     if one is not None:
         # One count (most jobs): the loop of several counts below, step for step, for
         # one count and compiled (policies/common/_oasis.pyx). On the ranked form it
         # walks the slots itself; on the table form it reads `rows`.
         best_payoff, best_t, best_end, entry, stopped_by_value = search_one_count(
-            one,
-            ladder,
-            market.columns,
-            None if ladder is None else partial(market.ranked, ladder),
-            rows,
-            None
-            if ladder is None
-            else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
-            market.horizon,
-            _LOOPED_CELLS,
-            first_list[0],
-            full_list[0],
-            fraction,
-            first_slot,
-            slot_s,
-            submit,
-            floor_cost,
-            curve,
-            within,
-            walks,
+            one, search, rows, first_list[0], full_list[0]
         )
     elif ladder is not None and len(counts) <= _WALKED_COUNTS:
         # A few counts on the ranked form: the loop below for that case, step for step,
-        # compiled (policies/common/_oasis.pyx).
+        # compiled.
         assert programme is not None
         best_payoff, best_t, best_end, entry, stopped_by_value = search_counts(
-            programme,
-            ladder,
-            market.columns,
-            partial(market.ranked, ladder),
-            partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
-            market.horizon,
-            _LOOPED_CELLS,
-            first_units,
-            full_units,
-            fraction,
-            first_slot,
-            slot_s,
-            submit,
-            floor_cost,
-            curve,
-            within,
-            walks,
+            programme, search, first_units, full_units
         )
     else:
         assert programme is not None
