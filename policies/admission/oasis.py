@@ -251,8 +251,8 @@ def _from_resources(raw: JsonValue) -> tuple[float, float, float] | None:
 
 
 def _numbers(market: Market, best: Schedule) -> dict[str, JsonValue]:
-    # Three numbers: plain floats, which Python compares faster than NumPy calls on
-    # them start.
+    # Three numbers: as plain floats, Python compares them in less time than NumPy
+    # takes to start a call.
     by_resource = best.cost_by_resource.tolist()
     # The resource that carries most of the priced cost is the one that binds (the
     # first of equal ones, as argmax picks it).

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.common import oasis
-from policies.common._oasis import OneCount, numpy_sum
+from policies.common._oasis import MarketCells, OneCount, numpy_sum
 from policies.common.oasis import (
     Frame,
     JobModel,
@@ -39,6 +39,7 @@ from policies.common.oasis import (
     job_utility,
     model_job,
     search_schedule,
+    worker_costs,
 )
 from policies.model import Job, Node, SigmoidUtility, StepUtility, Utility
 from tests.policies.builders import job, node, running, snap
@@ -653,3 +654,59 @@ def test_compiled_price_bounds_are_those_the_paper_design_gives(seed: int) -> No
     # Bit for bit: the same operations in the same order.
     assert got_floor.tobytes() == expected_floor.tobytes()
     assert got_ceiling.tobytes() == expected_ceiling.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prices=st.lists(
+        st.tuples(*[st.floats(min_value=1e-6, max_value=1e6)] * 3), min_size=1, max_size=20
+    ),
+    demand=st.tuples(*[st.sampled_from([0.0, 0.5, 1.0, 3.0, 4.0, 24.0, 0.3])] * 3),
+)
+def test_a_workers_cost_is_its_terms_added_in_resource_order(
+    prices: list[tuple[float, float, float]], demand: tuple[float, float, float]
+) -> None:
+    """The cost the table form and the compiled rankings share: each needed resource's
+    price times its demand, the first term then each next one added, on any processor."""
+    costs = worker_costs(np.array(prices), np.array(demand))
+    for row, cost in zip(prices, costs.tolist(), strict=True):
+        terms = [p * d for p, d in zip(row, demand, strict=True) if d > 0]
+        expected = 0.0
+        if terms:
+            expected = terms[0]
+            for term in terms[1:]:
+                expected = expected + term
+        assert cost == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10**6))
+def test_a_markets_starting_use_adds_its_rows_as_add_at_does(seed: int) -> None:
+    """Rows of use (slots [start, stop) of a server, overlapping freely) added by the
+    compiled part leave every cell as `np.add.at` over the rows' cells, in order, does."""
+    rng = np.random.default_rng(seed)
+    slots, servers, n = 6, 4, int(rng.integers(1, 30))
+    start = rng.integers(0, slots, n)
+    stop = np.minimum(slots, start + rng.integers(0, 4, n))
+    rows = np.column_stack(
+        [
+            start,
+            stop,
+            rng.integers(0, servers, n),
+            np.zeros(n, dtype=np.int64),
+            np.zeros(n, dtype=np.int64),
+        ]
+    ).astype(np.int64)
+    held = rng.uniform(0.0, 3.0, (n, 3)) * rng.choice([1e-3, 1.0, 1e3], (n, 3))
+    used = rng.uniform(0.0, 2.0, (slots, servers, 3))
+    expected = used.copy()
+    length = stop - start
+    which = np.repeat(np.arange(n), length)
+    offset = np.arange(len(which)) - np.repeat(np.cumsum(length) - length, length)
+    np.add.at(expected, (start[which] + offset, rows[which, 2]), held[which])
+    capacity = np.ones((servers, 3))
+    cells = MarketCells(
+        used, capacity, np.zeros_like(used), np.zeros_like(used), np.zeros(slots, dtype=np.int64)
+    )
+    cells.add_rows(rows, held)
+    assert np.array_equal(used, expected)
