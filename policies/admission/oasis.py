@@ -263,7 +263,7 @@ def _numbers(market: Market, best: Schedule) -> dict[str, JsonValue]:
         "payoff": best.payoff,
         "completion_s": best.completion_s,
         "binding_resource": binding,
-        "cost_by_resource": dict(zip(RESOURCES, by_resource, strict=True)),
+        "cost_by_resource": _by_resource(by_resource),
     }
 
 

@@ -36,6 +36,10 @@ SOURCE_SHA256 = OASIS_SOURCE_SHA256.decode("ascii")
 cdef double EPS = 1e-9
 
 
+cdef enum:
+    MAX_KINDS = 3  # resources a column holds (policies.common.oasis.RESOURCES)
+
+
 cdef class Column:
     """Every resource of every server in one slot (servers × resources), copied from the
     market's arrays and kept in step by :meth:`MarketCells.write`, and its rankings by
@@ -50,6 +54,8 @@ cdef class Column:
     def __init__(self, prices, free):
         self._prices = np.array(prices, dtype=np.float64, order="C")
         self._free = np.array(free, dtype=np.float64, order="C")
+        if self._prices.shape[1] > MAX_KINDS:
+            raise ValueError(f"a column holds at most {MAX_KINDS} resources")
         self._seen = np.zeros(self._prices.shape[0], dtype=np.uint8)
         self.ranks = {}
 
@@ -60,64 +66,23 @@ cdef class Column:
         `prices` and `free`. Each ranking whose worker now costs otherwise there gets an
         entry at the new cost, if one still fits."""
         cdef SlotRank rank
-        cdef Py_ssize_t k, n = len(self.ranks)
-        cdef Py_ssize_t kinds = self._prices.shape[1]
-        cdef double* old = NULL
+        cdef Py_ssize_t k, kinds = self._prices.shape[1]
+        cdef double before[MAX_KINDS]
         cdef double cost
-        if n:
-            old = <double*> malloc(n * sizeof(double))
-            if old == NULL:
-                raise MemoryError()
-        try:
-            k = 0
-            for rank in self.ranks.values():
-                old[k] = rank.cost_of(self._prices, server)
-                k += 1
-            for k in range(kinds):
-                self._prices[server, k] = prices[i, k]
-                self._free[server, k] = free[i, k]
-            k = 0
-            for rank in self.ranks.values():
-                cost = rank.cost_of(self._prices, server)
-                if cost != old[k] and rank.has_room(self._free, server):
-                    rank.push(cost, server)
-                k += 1
-        finally:
-            c_free(old)
+        for k in range(kinds):
+            before[k] = self._prices[server, k]
+            self._prices[server, k] = prices[i, k]
+            self._free[server, k] = free[i, k]
+        for rank in self.ranks.values():
+            cost = rank.cost_of(&self._prices[server, 0])
+            if cost != rank.cost_of(before) and rank.has_room(&self._free[server, 0]):
+                rank.push(cost, server)
         return 0
 
 
 cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noexcept:
     """(p1, h1) < (p2, h2), as Python orders the tuples."""
     return p1 < p2 or (p1 == p2 and h1 < h2)
-
-
-cdef enum:
-    MAX_KINDS = 3  # resources a column holds (policies.common.oasis.RESOURCES)
-
-
-cdef inline double _cost_of(
-    const double* prices, const Py_ssize_t* needs, const double* amounts, Py_ssize_t kinds
-) noexcept:
-    """One worker's cost on a server of `prices` (one per resource): the first needed
-    resource's term, then each next one added."""
-    cdef Py_ssize_t j
-    cdef double cost = prices[needs[0]] * amounts[0]
-    for j in range(1, kinds):
-        cost = cost + prices[needs[j]] * amounts[j]
-    return cost
-
-
-cdef inline bint _has_room(
-    const double* free, const Py_ssize_t* needs, const double* amounts, Py_ssize_t kinds
-) noexcept:
-    """Whether one worker fits on a server with `free`: ⌊free/d + ε⌋ ≥ 1 for every
-    resource it needs."""
-    cdef Py_ssize_t j
-    for j in range(kinds):
-        if free[needs[j]] / amounts[j] + EPS < 1.0:
-            return False
-    return True
 
 
 cdef class SlotRank:
@@ -153,8 +118,10 @@ cdef class SlotRank:
     def __init__(self, tuple demand, Column column):
         cdef Py_ssize_t h, j, n = 0, servers = column._prices.shape[0]
         cdef double amount
-        if len(demand) != column._prices.shape[1] or len(demand) > MAX_KINDS:
-            raise ValueError(f"a demand of {len(demand)} resources for a column of {column._prices.shape[1]}")
+        if len(demand) != column._prices.shape[1]:
+            raise ValueError(
+                f"a demand of {len(demand)} resources for a column of {column._prices.shape[1]}"
+            )
         self.demand = demand
         self._kinds = 0
         for j in range(len(demand)):
@@ -172,8 +139,8 @@ cdef class SlotRank:
         cdef double[::1] cost_at = costs
         cdef long long[::1] index_at = indices
         for h in range(servers):
-            if _has_room(&column._free[h, 0], self._needs, self._amounts, self._kinds):
-                cost_at[n] = _cost_of(&column._prices[h, 0], self._needs, self._amounts, self._kinds)
+            if self.has_room(&column._free[h, 0]):
+                cost_at[n] = self.cost_of(&column._prices[h, 0])
                 index_at[n] = h
                 n += 1
         order = np.argsort(costs[:n], kind="stable")
@@ -190,20 +157,33 @@ cdef class SlotRank:
         c_free(self._heap_p)
         c_free(self._heap_h)
 
-    cdef inline double cost_of(self, double[:, ::1] prices, Py_ssize_t h) noexcept:
-        return _cost_of(&prices[h, 0], self._needs, self._amounts, self._kinds)
-
-    cdef inline bint has_room(self, double[:, ::1] free, Py_ssize_t h) noexcept:
-        return _has_room(&free[h, 0], self._needs, self._amounts, self._kinds)
-
-    cdef inline Py_ssize_t fit_of(self, double[:, ::1] free, Py_ssize_t h, Py_ssize_t most) noexcept:
-        """Workers that fit on server h, as the table form computes it: the least over
-        the resources of ⌊free/d + ε⌋, at most `most` (h has room for one)."""
+    cdef inline double cost_of(self, const double* prices) noexcept:
+        """One worker's cost on a server of `prices` (its row: one per resource): the
+        first needed resource's term, then each next one added."""
         cdef Py_ssize_t j
-        cdef double least = floor(free[h, self._needs[0]] / self._amounts[0] + EPS)
+        cdef double cost = prices[self._needs[0]] * self._amounts[0]
+        for j in range(1, self._kinds):
+            cost = cost + prices[self._needs[j]] * self._amounts[j]
+        return cost
+
+    cdef inline bint has_room(self, const double* free) noexcept:
+        """Whether one worker fits on a server with `free` (its row): ⌊free/d + ε⌋ ≥ 1
+        for every resource it needs."""
+        cdef Py_ssize_t j
+        for j in range(self._kinds):
+            if free[self._needs[j]] / self._amounts[j] + EPS < 1.0:
+                return False
+        return True
+
+    cdef inline Py_ssize_t fit_of(self, const double* free, Py_ssize_t most) noexcept:
+        """Workers that fit on a server with `free` (its row), as the table form computes
+        it: the least over the resources of ⌊free/d + ε⌋, at most `most` (it has room
+        for one)."""
+        cdef Py_ssize_t j
+        cdef double least = floor(free[self._needs[0]] / self._amounts[0] + EPS)
         cdef double fits
         for j in range(1, self._kinds):
-            fits = floor(free[h, self._needs[j]] / self._amounts[j] + EPS)
+            fits = floor(free[self._needs[j]] / self._amounts[j] + EPS)
             if fits < least:
                 least = fits
         if least > most:
@@ -291,8 +271,8 @@ cdef class SlotRank:
                 while self._heap_n:
                     h = self._heap_h[0]
                     if (
-                        self.cost_of(prices, h) == self._heap_p[0]
-                        and self.has_room(free, h)
+                        self.cost_of(&prices[h, 0]) == self._heap_p[0]
+                        and self.has_room(&free[h, 0])
                         and not seen[h]
                     ):
                         break
@@ -307,7 +287,11 @@ cdef class SlotRank:
                     p = self._order_costs[i]
                     h = self._order_servers[i]
                     i += 1
-                    if self.cost_of(prices, h) != p or not self.has_room(free, h) or seen[h]:
+                    if (
+                        self.cost_of(&prices[h, 0]) != p
+                        or not self.has_room(&free[h, 0])
+                        or seen[h]
+                    ):
                         if i - 1 == self.front:
                             self.front = i
                         continue
@@ -325,7 +309,7 @@ cdef class SlotRank:
                 met.append(h)
                 if has_small and too_small[h]:
                     continue
-                fit = self.fit_of(free, h, most)
+                fit = self.fit_of(&free[h, 0], most)
                 out.append((h, fit, p))
                 need -= fit
             for k in range(n_held):
@@ -344,14 +328,14 @@ cdef class SlotRank:
         cdef double p = 0.0
         while self._heap_n:
             h = self._heap_h[0]
-            if self.cost_of(prices, h) == self._heap_p[0] and self.has_room(free, h):
+            if self.cost_of(&prices[h, 0]) == self._heap_p[0] and self.has_room(&free[h, 0]):
                 break
             self.pop()
         i = self.front
         while i < self._size:
             p = self._order_costs[i]
             h = self._order_servers[i]
-            if self.cost_of(prices, h) == p and self.has_room(free, h):
+            if self.cost_of(&prices[h, 0]) == p and self.has_room(&free[h, 0]):
                 break
             i += 1
             self.front = i
@@ -1009,7 +993,9 @@ def programme_best_finish(
     cdef const double[::1] before = np.ascontiguousarray(done, dtype=np.float64)
     cdef const long long[::1] run = np.ascontiguousarray(units, dtype=np.int64)
     cdef const double[::1] paid = np.ascontiguousarray(cost, dtype=np.float64)
-    cdef Finish kept = _best_finish(before, run, paid, total, end, length, submit, utility, best_payoff)
+    cdef Finish kept = _best_finish(
+        before, run, paid, total, end, length, submit, utility, best_payoff
+    )
     if kept.index < 0:
         return None
     return kept.payoff, kept.done_at, kept.index, kept.before

@@ -1014,18 +1014,8 @@ class Market:
         """(slots, servers): one worker's cost on each server, inf where none fits; and
         how many workers fit on each (at most `most_workers`)."""
         dw = model.worker_demand
-        needs = np.flatnonzero(dw > 0)
-        if len(needs) == 1:
-            # A worker that needs one resource (a GPU-only worker, most jobs): its price
-            # times the demand, exactly the product below (the other terms are +0), on
-            # (B, S) slices instead of (B, S, K) arrays.
-            k = int(needs[0])
-            worker_cost = prices[..., k] * dw[k]
-            fits = np.floor(free[..., k] / dw[k] + _EPS)
-            fit: IntArray = np.minimum(np.maximum(fits, 0), most_workers).astype(np.int64)
-        else:
-            worker_cost = worker_costs(prices, dw)  # (B, S)
-            fit = _fitting(free, dw, most_workers)
+        worker_cost = worker_costs(prices, dw)  # (B, S)
+        fit = _fitting(free, dw, most_workers)
         too_small = self._too_small_for(model.job.gpu_memory_gb)
         if too_small is not None:
             fit[:, too_small] = 0
@@ -1883,13 +1873,7 @@ def plan_of(market: Market, schedule: Schedule) -> Plan:
     segments: list[Segment] = []
     for slot in schedule.slots:
         absolute = market.first_slot + slot.t
-        layout = slot.layout
-        if len(layout) == 1:
-            # One server (most slots): nothing to sort.
-            ((h, w, s),) = layout
-            nodes: tuple[tuple[str, int, int], ...] = ((market.node_ids[h], w, s),)
-        else:
-            nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in layout))
+        nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in slot.layout))
         last = segments[-1] if segments else None
         if (
             last is not None
