@@ -107,7 +107,7 @@ def ranked_layouts(
     counts: Sequence[int],
     columns: dict[int, Column],
     fraction: float,
-    worker_demand: npt.NDArray[np.float64],
+    demand: tuple[float, ...],
 ) -> tuple[
     list[tuple[tuple[int, int, int], ...]],
     tuple[
@@ -141,18 +141,12 @@ class MarketCells:
         touched: npt.NDArray[np.int64],
     ) -> None: ...
     def add_rows(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.float64]) -> None: ...
-    def add_use(
+    def commit(
         self,
         held: npt.NDArray[np.float64],
         slots: npt.NDArray[np.int64],
         servers: npt.NDArray[np.int64],
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
-    def write(
-        self,
-        slots: npt.NDArray[np.int64],
-        servers: npt.NDArray[np.int64],
-        new_prices: npt.NDArray[np.float64],
-        new_free: npt.NDArray[np.float64],
+        price_in_place: Callable[[npt.NDArray[np.float64]], None],
         commit: int,
         columns: dict[int, Column],
     ) -> None: ...

@@ -42,7 +42,7 @@ cdef enum:
 
 cdef class Column:
     """Every resource of every server in one slot (servers × resources), copied from the
-    market's arrays and kept in step by :meth:`MarketCells.write`, and its rankings by
+    market's arrays and kept in step by :meth:`MarketCells.commit`, and its rankings by
     the demand of a worker."""
 
     cdef double[:, ::1] _prices
@@ -864,34 +864,37 @@ def search_one_count(
 
 
 def ranked_layouts(
-    dict walks, ordered, counts, dict columns, double fraction, worker_demand,
+    dict walks, ordered, counts, dict columns, double fraction, tuple demand,
 ):
     """The layouts of a schedule found on the ranked form: in each slot it runs (`ordered`:
     (slot, count index)), the count's workers fill that slot's walked candidates in
     order. Returns each slot's layout ((server, workers, 0) per server used); the cells,
     in order, as arrays of their slot, server, workers and parameter servers (none);
-    what each cell holds of each resource (workers · `worker_demand`); and the cost per
-    resource: for each resource, the sum over cells of share · price · workers · demand
-    (the current slot's share pro rata), added one cell after another as NumPy reduces
-    those products (a resource the worker does not need costs nothing)."""
+    what each cell holds of each resource (workers · `demand`, one worker's amount of
+    each resource); and the cost per resource: for each resource, the sum over cells of
+    share · price · workers · demand (the current slot's share pro rata), added one cell
+    after another as NumPy reduces those products (a resource the worker does not need
+    costs nothing)."""
     cdef list layouts = []
     cdef list layout
     cdef double share
     cdef Py_ssize_t t, option, count, before, workers, server, fit, bound = 0, n = 0, j
-    cdef const double[:] per_worker = worker_demand
-    cdef Py_ssize_t kinds = per_worker.shape[0]
+    cdef Py_ssize_t kinds = len(demand)
+    cdef double per_worker[MAX_KINDS]
     cdef Column column
+    if kinds > MAX_KINDS:
+        raise ValueError(f"a worker of {kinds} resources; a column holds {MAX_KINDS}")
+    for j in range(kinds):
+        per_worker[j] = demand[j]
     by_resource = np.zeros(kinds)
     cdef double[::1] spent = by_resource
     for t, option in ordered:
         bound += len(walks[t])
-    slot_array = np.empty(bound, dtype=np.int64)
-    server_array = np.empty(bound, dtype=np.int64)
-    held_array = np.empty(bound, dtype=np.int64)
+    # The three integer columns of the cells in one array: a fresh array's buffer costs
+    # more to take than a schedule's few cells to write.
+    cells_array = np.empty((3, bound), dtype=np.int64)
     holds_array = np.empty((bound, kinds))
-    cdef long long[::1] at_slot = slot_array
-    cdef long long[::1] at_server = server_array
-    cdef long long[::1] held = held_array
+    cdef long long[:, ::1] cell = cells_array
     cdef double[:, ::1] holds = holds_array
     for t, option in ordered:
         count = counts[option]
@@ -905,7 +908,7 @@ def ranked_layouts(
             if workers <= 0:
                 break
             layout.append((server, workers, 0))
-            at_slot[n], at_server[n], held[n] = t, server, workers
+            cell[0, n], cell[1, n], cell[2, n] = t, server, workers
             for j in range(kinds):
                 holds[n, j] = <double> workers * per_worker[j]
                 if per_worker[j] > 0:
@@ -913,7 +916,9 @@ def ranked_layouts(
             n += 1
             before += fit
         layouts.append(tuple(layout))
-    cells = (slot_array[:n], server_array[:n], held_array[:n], np.zeros(n, dtype=np.int64))
+    cells = (
+        cells_array[0, :n], cells_array[1, :n], cells_array[2, :n], np.zeros(n, dtype=np.int64)
+    )
     return layouts, cells, holds_array[:n], by_resource
 
 
@@ -1057,17 +1062,20 @@ def search_counts(programme, SlotSearch search, first_units, full_units):
     cdef double fraction = search.fraction, submit = search.submit
     cdef long long total = programme.total
     cdef Py_ssize_t n = len(search.counts)
-    cdef const long long[::1] units
+    # Typed views taken once: the programme's states pass from one slot to the next as
+    # views (taking a view of an array afresh costs more than a slot's step).
+    cdef const long long[::1] first_view = first_units, full_view = full_units, units
     cdef list costs
     cdef list history = programme.history, paid_by_slot = programme.costs
-    cdef double[::1] paid
+    cdef double[::1] paid, done_view, after_view, before
     cdef UtilityCurve utility = search.utility
     cdef Finish kept
     done = programme.done
+    done_view = done
     for t in range(search.horizon):
         costs = search.costs(search.walk(t))
         units_array = first_units if t == 0 else full_units
-        units = units_array
+        units = first_view if t == 0 else full_view
         row = np.empty(n)
         paid = row
         for i in range(n):
@@ -1078,14 +1086,15 @@ def search_counts(programme, SlotSearch search, first_units, full_units):
             else:
                 paid[i] = costs[i]
         after = np.empty(total + 1)
+        after_view = after
         choice = np.empty(total + 1, dtype=np.intp)
-        _step(done, units, paid, after, choice)
+        _step(done_view, units, paid, after_view, choice)
         paid_by_slot.append(row)
         history.append((done, choice, units_array))
-        before = done
-        done = after
+        before = done_view
+        done, done_view = after, after_view
         programme.done = done
-        finished = after[total]
+        finished = after_view[total]
         end = search.end(t)
         value = utility.at(end - submit)
         if search.within and isfinite(finished):
@@ -1119,6 +1128,11 @@ cdef class MarketCells:
     cdef double[:, :, :] _prices
     cdef double[:, :, :] _free
     cdef long long[:] _touched
+    # A commit's shares of capacity (then its prices) and free amounts, cell by
+    # resource; the rows of a commit's cells are in use.
+    cdef object _shares_array
+    cdef double[:, ::1] _shares
+    cdef double[:, ::1] _left
 
     def __init__(self, used, capacity, prices, free, touched):
         self._used = used
@@ -1126,6 +1140,9 @@ cdef class MarketCells:
         self._prices = prices
         self._free = free
         self._touched = touched
+        self._shares_array = np.empty((64, self._capacity.shape[1]))
+        self._shares = self._shares_array
+        self._left = np.empty((64, self._capacity.shape[1]))
 
     def add_rows(self, rows, held):
         """Add use row by row (`rows[r]`: start and stop slot, server; `held[r]`: what
@@ -1141,22 +1158,30 @@ cdef class MarketCells:
                 for k in range(kinds):
                     self._used[t, h, k] += adds[r, k]
 
-    def add_use(self, held, slots, servers):
+    def commit(self, held, slots, servers, price_in_place, long long commit, dict columns):
         """Add a committed schedule's use at its cells (slot `slots[i]`, server
-        `servers[i]`, `held[i]` of each resource; one cell per slot and server).
-        Returns, per cell and resource, the share of capacity now used, clamped to
-        [0, 1] (1 where there is no capacity), and what is left free (never below 0):
-        NumPy's divide, minimum and maximum as :func:`policies.common.oasis.price` and
-        the commit applied them."""
+        `servers[i]`, `held[i]` of each resource; one cell per slot and server), price
+        them and write what changed.
+
+        Per cell and resource: the share of capacity now used, clamped to [0, 1] (1
+        where there is no capacity), and what is left free (never below 0), NumPy's
+        divide, minimum and maximum as :func:`policies.common.oasis.price` applies
+        them. `price_in_place` turns the (cells × resources) array of shares into
+        prices in place (NumPy's power, as `price` takes it). The new prices and free
+        amounts go to the market's arrays, each slot is marked as touched by commit
+        number `commit`, and each cell goes to the column kept for its slot, if any
+        (cell after cell, so its rankings learn each server's new cost). The shares and
+        free amounts live in arrays kept from one commit to the next: a fresh array's
+        buffer costs more to take than a commit's few cells to write."""
         cdef const double[:, :] adds = held
         cdef const long long[:] at_slot = slots
         cdef const long long[:] at_server = servers
         cdef Py_ssize_t cells = at_slot.shape[0], kinds = self._capacity.shape[1], i, k, t, h
         cdef double now, room, share, left
-        shares_array = np.empty((cells, kinds))
-        free_array = np.empty((cells, kinds))
-        cdef double[:, ::1] shares = shares_array
-        cdef double[:, ::1] free = free_array
+        if cells > self._shares.shape[0]:
+            self._grow(cells)
+        cdef double[:, ::1] shares = self._shares
+        cdef double[:, ::1] free = self._left
         for i in range(cells):
             t, h = at_slot[i], at_server[i]
             for k in range(kinds):
@@ -1168,30 +1193,27 @@ cdef class MarketCells:
                 shares[i, k] = share if share >= 0.0 else 0.0
                 left = room - now
                 free[i, k] = left if left >= 0.0 else 0.0
-        return shares_array, free_array
-
-    def write(self, slots, servers, new_prices, new_free, long long commit, dict columns):
-        """Write a commit's new prices and free amounts (cells × resources) to the
-        market's arrays at its cells, mark each of its slots as touched by commit number
-        `commit`, and write them to the column kept for each cell's slot, if any (cell
-        after cell, so its rankings learn each server's new cost)."""
-        cdef const double[:, :] priced = new_prices
-        cdef const double[:, :] left = new_free
-        cdef const long long[:] at_slot = slots
-        cdef const long long[:] at_server = servers
-        cdef Py_ssize_t i, k, t, h
-        cdef object column
-        for i in range(at_slot.shape[0]):
+        price_in_place(self._shares_array[:cells])
+        for i in range(cells):
             t, h = at_slot[i], at_server[i]
-            for k in range(priced.shape[1]):
-                self._prices[t, h, k] = priced[i, k]
-                self._free[t, h, k] = left[i, k]
+            for k in range(kinds):
+                self._prices[t, h, k] = shares[i, k]
+                self._free[t, h, k] = free[i, k]
             self._touched[t] = commit
         if columns:
-            for i in range(at_slot.shape[0]):
+            for i in range(cells):
                 column = columns.get(at_slot[i])
                 if column is not None:
-                    (<Column> column).set(at_server[i], priced, left, i)
+                    (<Column> column).set(at_server[i], shares, free, i)
+
+    cdef int _grow(self, Py_ssize_t cells) except -1:
+        """Room for `cells` cells in the kept arrays of shares and free amounts."""
+        cdef Py_ssize_t kinds = self._capacity.shape[1]
+        cdef Py_ssize_t size = max(cells, 2 * self._shares.shape[0])
+        self._shares_array = np.empty((size, kinds))
+        self._shares = self._shares_array
+        self._left = np.empty((size, kinds))
+        return 0
 
 
 def price_bounds(

@@ -879,18 +879,22 @@ class Market:
         slots, servers = schedule.cells[0], schedule.cells[1]
         if not len(slots):
             return
-        # One cell per (slot, server) of a schedule: each gets its use added once. The
-        # cells' new shares of capacity and free amounts are compiled; their prices are
-        # :func:`price`'s, NumPy's `power` on those shares.
-        shares, now_free = self._cells.add_use(schedule.held, slots, servers)
-        # In place: the shares become the prices (the same operations as `price`).
-        now_priced = np.multiply(self.floor, np.power(self.ratio, shares, out=shares), out=shares)
         self._commits += 1
-        # The schedule's slots were searched, so priced already; `priced` makes sure.
+        # The schedule's slots were searched, so priced already; `priced` makes sure
+        # (pricing a slot first and its changed cells again after gives what pricing
+        # after would).
         self.priced(schedule.completion + 1)
-        # The cells' new prices and free amounts, in the arrays and in the ranked
-        # columns kept for their slots.
-        self._cells.write(slots, servers, now_priced, now_free, self._commits, self._columns)
+        # One cell per (slot, server) of a schedule: each gets its use added once. The
+        # cells' new shares of capacity and free amounts are compiled, their prices
+        # :func:`price`'s; then the arrays and the ranked columns kept for their slots
+        # learn them.
+        self._cells.commit(
+            schedule.held, slots, servers, self._shares_priced, self._commits, self._columns
+        )
+
+    def _shares_priced(self, shares: FloatArray) -> None:
+        """Shares of capacity made prices, in place: the operations of :func:`price`."""
+        np.multiply(self.floor, np.power(self.ratio, shares, out=shares), out=shares)
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:
@@ -1737,7 +1741,7 @@ def _ranked_runs(
         ladder.counts,
         market.columns,
         market.first_fraction,
-        model.worker_demand,
+        ladder.demand,
     )
     counts, servers = ladder.counts, model.ps.tolist()
     slots = [
