@@ -105,8 +105,8 @@ cdef class SlotRank:
     cdef Py_ssize_t _needs[MAX_KINDS]
     cdef double _amounts[MAX_KINDS]
     cdef Py_ssize_t _kinds
-    cdef double[::1] _order_costs
-    cdef long long[::1] _order_servers
+    cdef double* _order_costs
+    cdef Py_ssize_t* _order_servers
     cdef Py_ssize_t _size
     cdef Py_ssize_t front  # entries of the order before it are known to stand no more
     # The heap: parallel arrays of costs and servers, a binary min-heap on (cost, server).
@@ -135,17 +135,24 @@ cdef class SlotRank:
         # The servers with room, in index order, and one worker's cost on each; a stable
         # sort by cost then orders them by (cost, index).
         costs = np.empty(servers, dtype=np.float64)
-        indices = np.empty(servers, dtype=np.int64)
         cdef double[::1] cost_at = costs
-        cdef long long[::1] index_at = indices
-        for h in range(servers):
-            if self.has_room(&column._free[h, 0]):
-                cost_at[n] = self.cost_of(&column._prices[h, 0])
-                index_at[n] = h
-                n += 1
-        order = np.argsort(costs[:n], kind="stable")
-        self._order_costs = costs[:n][order]
-        self._order_servers = indices[:n][order]
+        cdef const Py_ssize_t[::1] order
+        # Plain arrays, not NumPy's: each array made is one more buffer to take.
+        self._order_costs = <double*> _grown(NULL, max(servers, 1) * sizeof(double))
+        self._order_servers = <Py_ssize_t*> _grown(NULL, max(servers, 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* index_at = <Py_ssize_t*> _grown(NULL, max(servers, 1) * sizeof(Py_ssize_t))
+        try:
+            for h in range(servers):
+                if self.has_room(&column._free[h, 0]):
+                    cost_at[n] = self.cost_of(&column._prices[h, 0])
+                    index_at[n] = h
+                    n += 1
+            order = np.argsort(costs[:n], kind="stable")
+            for j in range(n):
+                self._order_costs[j] = cost_at[order[j]]
+                self._order_servers[j] = index_at[order[j]]
+        finally:
+            c_free(index_at)
         self._size = n
         self.front = 0
         self._heap_n = 0
@@ -154,6 +161,8 @@ cdef class SlotRank:
         self._heap_h = NULL
 
     def __dealloc__(self):
+        c_free(self._order_costs)
+        c_free(self._order_servers)
         c_free(self._heap_p)
         c_free(self._heap_h)
 
