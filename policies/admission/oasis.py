@@ -171,11 +171,12 @@ class OasisAdmission:
                 ),
                 details={**bounds, **numbers},
             )
-        plan = plan_of(market, best)
+        plan = plan_of(best)
         market.commit(model, best)
-        first = best.slots[0]
-        wait = market.slot_end(first.t - 1) - market.now
-        starts = "now" if first.t == 0 else f"in slot {market.first_slot + first.t} (in {wait:g} s)"
+        first = best.segments[0]
+        t = first.first - market.first_slot  # its first slot of the horizon
+        wait = market.slot_end(t - 1) - market.now
+        starts = "now" if t == 0 else f"in slot {first.first} (in {wait:g} s)"
         return AdmissionResult(
             job_id=job.id,
             verdict=Verdict.ADMIT,

@@ -1,12 +1,14 @@
 """Types of the compiled part of OASiS's search (policies/common/_oasis.pyx)."""
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from policies.model import Job, SigmoidUtility
+
+_S = TypeVar("_S")
 
 class Column:
     ranks: dict[tuple[float, ...], SlotRank]
@@ -101,15 +103,23 @@ def search_counts(
     first_units: npt.NDArray[np.int64],
     full_units: npt.NDArray[np.int64],
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
+
+class ServerNames:
+    def __init__(self, ids: list[str]) -> None: ...
+
 def ranked_layouts(
     walks: dict[int, list[tuple[int, int, float]]],
     ordered: Sequence[tuple[int, int]],
     counts: Sequence[int],
+    servers: Sequence[int],
     columns: dict[int, Column],
     fraction: float,
     demand: tuple[float, ...],
+    names: ServerNames,
+    first_slot: int,
+    segment: Callable[..., _S],
 ) -> tuple[
-    list[tuple[tuple[int, int, int], ...]],
+    list[_S],
     tuple[
         npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
     ],

@@ -872,25 +872,75 @@ def search_one_count(
     return best_payoff, best_t, best_end, entry, stopped
 
 
+cdef class ServerNames:
+    """The market's servers by name: each one's node id, and its place among them in
+    the order of their ids (a plan lists the nodes of a slot by id)."""
+
+    cdef list ids
+    cdef Py_ssize_t* place
+
+    def __init__(self, list ids):
+        cdef Py_ssize_t rank, h
+        self.ids = list(ids)
+        self.place = <Py_ssize_t*> _grown(NULL, max(len(ids), 1) * sizeof(Py_ssize_t))
+        for rank, h in enumerate(sorted(range(len(ids)), key=ids.__getitem__)):
+            self.place[h] = rank
+
+    def __dealloc__(self):
+        c_free(self.place)
+
+
+cdef void _by_name(Py_ssize_t* servers, Py_ssize_t* workers, Py_ssize_t n, Py_ssize_t* place):
+    """Sort a slot's few (server, workers) entries by the servers' places (insertion)."""
+    cdef Py_ssize_t i, j, h, w
+    for i in range(1, n):
+        h, w = servers[i], workers[i]
+        j = i - 1
+        while j >= 0 and place[servers[j]] > place[h]:
+            servers[j + 1], workers[j + 1] = servers[j], workers[j]
+            j -= 1
+        servers[j + 1], workers[j + 1] = h, w
+
+
 def ranked_layouts(
-    dict walks, ordered, counts, dict columns, double fraction, tuple demand,
+    dict walks,
+    ordered,
+    counts,
+    servers,
+    dict columns,
+    double fraction,
+    tuple demand,
+    ServerNames names,
+    long long first_slot,
+    segment,
 ):
     """The layouts of a schedule found on the ranked form: in each slot it runs (`ordered`:
-    (slot, count index)), the count's workers fill that slot's walked candidates in
-    order. Returns each slot's layout ((server, workers, 0) per server used); the cells,
-    in order, as arrays of their slot, server, workers and parameter servers (none);
-    what each cell holds of each resource (workers · `demand`, one worker's amount of
-    each resource); and the cost per resource: for each resource, the sum over cells of
-    share · price · workers · demand (the current slot's share pro rata), added one cell
-    after another as NumPy reduces those products (a resource the worker does not need
-    costs nothing)."""
-    cdef list layouts = []
-    cdef list layout
+    (slot, count index), by slot), the count's workers fill that slot's walked
+    candidates in order (with `servers[i]` parameter servers, placed on no node).
+
+    Returns the schedule as `segment`s (:class:`policies.common.oasis.Segment`: absolute
+    slots from `first_slot`, each slot's nodes by id as (node id, workers, 0), a run of
+    consecutive slots with the same layout as one segment); the
+    cells, in order, as arrays of their slot, server, workers and parameter servers
+    (none); what each cell holds of each resource (workers · `demand`, one worker's
+    amount of each resource); and the cost per resource: for each resource, the sum over
+    cells of share · price · workers · demand (the current slot's share pro rata), added
+    one cell after another as NumPy reduces those products (a resource the worker does
+    not need costs nothing)."""
+    cdef list segments = []
     cdef double share
-    cdef Py_ssize_t t, option, count, before, workers, server, fit, bound = 0, n = 0, j
+    cdef Py_ssize_t t, option, count, ps, before, workers, server, fit, bound = 0, n = 0, j
     cdef Py_ssize_t kinds = len(demand)
     cdef double per_worker[MAX_KINDS]
     cdef Column column
+    # This slot's layout and the run's (the slots before it with the same layout).
+    cdef Py_ssize_t* block
+    cdef Py_ssize_t* slot_servers
+    cdef Py_ssize_t* slot_workers
+    cdef Py_ssize_t* run_servers
+    cdef Py_ssize_t* run_workers
+    cdef Py_ssize_t used, run_used = -1, run_first = 0, run_last = 0, run_count = 0, run_ps = 0
+    cdef bint same
     if kinds > MAX_KINDS:
         raise ValueError(f"a worker of {kinds} resources; a column holds {MAX_KINDS}")
     for j in range(kinds):
@@ -905,30 +955,83 @@ def ranked_layouts(
     holds_array = np.empty((bound, kinds))
     cdef long long[:, ::1] cell = cells_array
     cdef double[:, ::1] holds = holds_array
-    for t, option in ordered:
-        count = counts[option]
-        column = columns[t]
-        share = fraction if t == 0 else 1.0
-        layout = []
-        before = 0
-        for entry in walks[t]:
-            server, fit = entry[0], entry[1]
-            workers = count - before if not fit < count - before else fit
-            if workers <= 0:
-                break
-            layout.append((server, workers, 0))
-            cell[0, n], cell[1, n], cell[2, n] = t, server, workers
-            for j in range(kinds):
-                holds[n, j] = <double> workers * per_worker[j]
-                if per_worker[j] > 0:
-                    spent[j] += share * column._prices[server, j] * (workers * per_worker[j])
-            n += 1
-            before += fit
-        layouts.append(tuple(layout))
+    block = <Py_ssize_t*> _grown(NULL, (4 * bound + 4) * sizeof(Py_ssize_t))
+    slot_servers = block
+    slot_workers = slot_servers + bound + 1
+    run_servers = slot_workers + bound + 1
+    run_workers = run_servers + bound + 1
+    try:
+        for t, option in ordered:
+            count, ps = counts[option], servers[option]
+            column = columns[t]
+            share = fraction if t == 0 else 1.0
+            before = 0
+            used = 0
+            for entry in walks[t]:
+                server, fit = entry[0], entry[1]
+                workers = count - before if not fit < count - before else fit
+                if workers <= 0:
+                    break
+                slot_servers[used], slot_workers[used] = server, workers
+                used += 1
+                cell[0, n], cell[1, n], cell[2, n] = t, server, workers
+                for j in range(kinds):
+                    holds[n, j] = <double> workers * per_worker[j]
+                    if per_worker[j] > 0:
+                        spent[j] += share * column._prices[server, j] * (workers * per_worker[j])
+                n += 1
+                before += fit
+            _by_name(slot_servers, slot_workers, used, names.place)
+            same = (
+                run_used == used and run_last + 1 == t and run_count == count and run_ps == ps
+            )
+            j = 0
+            while same and j < used:
+                same = run_servers[j] == slot_servers[j] and run_workers[j] == slot_workers[j]
+                j += 1
+            if same:
+                run_last = t
+                continue
+            if run_used >= 0:
+                segments.append(
+                    _segment(segment, names, first_slot, run_first, run_last, run_count, run_ps,
+                             run_servers, run_workers, run_used)
+                )
+            run_servers, slot_servers = slot_servers, run_servers
+            run_workers, slot_workers = slot_workers, run_workers
+            run_used, run_first, run_last, run_count, run_ps = used, t, t, count, ps
+        if run_used >= 0:
+            segments.append(
+                _segment(segment, names, first_slot, run_first, run_last, run_count, run_ps,
+                         run_servers, run_workers, run_used)
+            )
+    finally:
+        c_free(block)
     cells = (
         cells_array[0, :n], cells_array[1, :n], cells_array[2, :n], np.zeros(n, dtype=np.int64)
     )
-    return layouts, cells, holds_array[:n], by_resource
+    return segments, cells, holds_array[:n], by_resource
+
+
+cdef object _segment(
+    segment,
+    ServerNames names,
+    long long first_slot,
+    Py_ssize_t first,
+    Py_ssize_t last,
+    Py_ssize_t count,
+    Py_ssize_t ps,
+    Py_ssize_t* servers,
+    Py_ssize_t* workers,
+    Py_ssize_t used,
+):
+    """Horizon slots `[first, last]` run `count` workers (`workers[j]` on `servers[j]`,
+    in order of their ids) and `ps` parameter servers, as a `segment`."""
+    cdef Py_ssize_t j
+    nodes = tuple([(names.ids[servers[j]], workers[j], 0) for j in range(used)])
+    return segment(
+        first=first_slot + first, until=first_slot + last + 1, workers=count, ps=ps, nodes=nodes
+    )
 
 
 def programme_step(done, units, cost):

@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Annotated, Literal
 
 import msgspec
@@ -86,6 +86,7 @@ from policies.common._oasis import (
     Column,
     MarketCells,
     OneCount,
+    ServerNames,
     SlotRank,
     SlotSearch,
     UtilityCurve,
@@ -1080,6 +1081,11 @@ class Market:
             rank = column.ranks[ladder.demand] = SlotRank(ladder.demand, column)
         return rank.walk(column, ladder.most, ladder.small)
 
+    @cached_property
+    def names(self) -> ServerNames:
+        """The servers' node ids, and their order by id, for the compiled layouts."""
+        return ServerNames(self.node_ids)
+
     @property
     def columns(self) -> dict[int, Column]:
         """The columns made so far, by slot, for the compiled search to read."""
@@ -1282,7 +1288,9 @@ class SlotRun(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Schedule(msgspec.Struct, frozen=True, kw_only=True):
-    slots: tuple[SlotRun, ...]
+    segments: tuple[Segment, ...]
+    """The slots it runs, in absolute slots and node ids, runs of identical slots merged:
+    the segments of its plan (:func:`plan_of`)."""
     completion: int  # horizon slot of the last run
     completion_s: float
     """When the work is done: the end of slot `completion`, or inside it when the
@@ -1291,8 +1299,8 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     cost: float
     cost_by_resource: FloatArray
     cells: tuple[IntArray, IntArray, IntArray, IntArray]
-    """The layouts of `slots` flattened, in their order: (slot, server, workers, servers)
-    per server used. Pricing and committing read these arrays instead of the tuples."""
+    """The layouts of its slots flattened, in slot order: (horizon slot, server, workers,
+    servers) per server used. Pricing and committing read these arrays."""
     held: FloatArray
     """What each cell holds of each resource (cells × resources)."""
 
@@ -1611,15 +1619,18 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     runs = finishes.backtrack(best_t, entry)
     ordered = sorted(runs.items())
     if ladder is not None:
-        slots, cells, cost_by_resource, held = _ranked_runs(market, model, ladder, ordered, walks)
+        segments, cells, cost_by_resource, held = _ranked_runs(
+            market, model, ladder, ordered, walks
+        )
     else:
         slots, cells = _runs(model, ordered, tables)
+        segments = _segments(market, slots)
         cost_by_resource, held = _priced(market, model, cells)
     completion = max(runs)
     assert completion == best_t
     return Search(
         Schedule(
-            slots=tuple(slots),
+            segments=tuple(segments),
             completion=completion,
             completion_s=best_end,
             utility=value_at(best_end - submit),
@@ -1727,28 +1738,28 @@ def _ranked_runs(
     ladder: _Ladder,
     ordered: Sequence[tuple[int, int]],
     walks: dict[int, list[tuple[int, int, float]]],
-) -> tuple[list[SlotRun], tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray]:
-    """:func:`_runs` and :func:`_priced` for a schedule found by the ranked form: each
-    slot's workers fill that slot's candidates in order, as in the table.
+) -> tuple[list[Segment], tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray]:
+    """:func:`_runs`, :func:`_segments` and :func:`_priced` for a schedule found by the
+    ranked form: each slot's workers fill that slot's candidates in order, as in the
+    table (compiled).
 
     Each resource costs the sum over cells of share · price · held, added one cell
     after another as NumPy reduces the rows of :func:`_priced` (held is workers ·
     demand; the parameter servers, none here, add exact zeros).
     """
-    layouts, cells, holds, by_resource = ranked_layouts(
+    segments, cells, holds, by_resource = ranked_layouts(
         walks,
         ordered,
         ladder.counts,
+        model.ps.tolist(),
         market.columns,
         market.first_fraction,
         ladder.demand,
+        market.names,
+        market.first_slot,
+        Segment,
     )
-    counts, servers = ladder.counts, model.ps.tolist()
-    slots = [
-        SlotRun(t=t, workers=counts[option], ps=servers[option], layout=layout)
-        for (t, option), layout in zip(ordered, layouts, strict=True)
-    ]
-    return slots, cells, by_resource, holds
+    return segments, cells, by_resource, holds
 
 
 def _laid(frame: Frame, option: int, model: JobModel) -> tuple[IntArray, IntArray]:
@@ -1872,10 +1883,16 @@ def _utility_text(utility: Utility) -> str:
 # -- schedules as plans -------------------------------------------------------------------------
 
 
-def plan_of(market: Market, schedule: Schedule) -> Plan:
-    """The schedule in absolute slots and node ids, runs of identical slots merged."""
+def plan_of(schedule: Schedule) -> Plan:
+    """The schedule as the plan committed for its job."""
+    return Plan(segments=schedule.segments, utility=schedule.utility, cost=schedule.cost)
+
+
+def _segments(market: Market, slots: Sequence[SlotRun]) -> list[Segment]:
+    """Slots in absolute slots and node ids (each slot's nodes by id), runs of identical
+    slots merged."""
     segments: list[Segment] = []
-    for slot in schedule.slots:
+    for slot in slots:
         absolute = market.first_slot + slot.t
         nodes = tuple(sorted((market.node_ids[h], w, s) for h, w, s in slot.layout))
         last = segments[-1] if segments else None
@@ -1897,7 +1914,7 @@ def plan_of(market: Market, schedule: Schedule) -> Plan:
                     nodes=nodes,
                 )
             )
-    return Plan(segments=tuple(segments), utility=schedule.utility, cost=schedule.cost)
+    return segments
 
 
 def reconcile(

@@ -310,7 +310,7 @@ def test_ranked_servers_give_the_schedules_the_slot_tables_give(seed: int) -> No
         assert (found is None) == (plain is None)
         if found is None or plain is None:
             continue
-        assert found.slots == plain.slots
+        assert found.segments == plain.segments
         assert (found.utility, found.cost) == (plain.utility, plain.cost)
         assert np.array_equal(found.cost_by_resource, plain.cost_by_resource)
         assert np.array_equal(found.held, plain.held)
