@@ -85,6 +85,28 @@ cdef inline bint _before(double p1, Py_ssize_t h1, double p2, Py_ssize_t h2) noe
     return p1 < p2 or (p1 == p2 and h1 < h2)
 
 
+cdef void _sift_down(double* costs, Py_ssize_t* servers, Py_ssize_t n, Py_ssize_t i) noexcept:
+    """Move entry i of a binary min-heap on (cost, server) of n entries down to its
+    place."""
+    cdef double p = costs[i]
+    cdef Py_ssize_t h = servers[i], child
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(
+            costs[child + 1], servers[child + 1], costs[child], servers[child]
+        ):
+            child += 1
+        if not _before(costs[child], servers[child], p, h):
+            break
+        costs[i] = costs[child]
+        servers[i] = servers[child]
+        i = child
+    costs[i] = p
+    servers[i] = h
+
+
 cdef class SlotRank:
     """The servers of one slot with room for a worker of `demand` (one amount per
     resource), in order of (cost of one worker, index): the order the table form fills
@@ -93,8 +115,10 @@ cdef class SlotRank:
     A worker's cost on a server is the price of each resource it needs times its demand,
     added in resource order (:func:`policies.common.oasis.worker_costs`, the same
     operations); it fits where every resource it needs holds a whole worker.
-    The order when it was made (two arrays), and a heap of (cost, server) entries
-    pushed when a commit changes a server's cost. An entry stands while its server
+    The order when it was made, sorted as far as walks have read it (two arrays; the
+    rest waits in a heap, taken in order as a walk reaches it: a walk mostly reads a
+    few servers of hundreds), and a heap of (cost, server) entries pushed when a
+    commit changes a server's cost. An entry stands while its server
     still costs that and has room; a walk drops the others where it meets them,
     so every server with room appears once, at its current cost. Servers without
     room are left out: use only grows within a decision, so none regains it.
@@ -108,6 +132,9 @@ cdef class SlotRank:
     cdef double* _order_costs
     cdef Py_ssize_t* _order_servers
     cdef Py_ssize_t _size
+    cdef Py_ssize_t _sorted  # entries of the order known; the others wait in `_rest`
+    cdef double* _rest_p
+    cdef Py_ssize_t* _rest_h
     cdef Py_ssize_t front  # entries of the order before it are known to stand no more
     # The heap: parallel arrays of costs and servers, a binary min-heap on (cost, server).
     cdef double* _heap_p
@@ -132,27 +159,20 @@ cdef class SlotRank:
                 self._kinds += 1
         if self._kinds == 0:
             raise ValueError("a ranked worker needs some resource")
-        # The servers with room, in index order, and one worker's cost on each; a stable
-        # sort by cost then orders them by (cost, index).
-        costs = np.empty(servers, dtype=np.float64)
-        cdef double[::1] cost_at = costs
-        cdef const Py_ssize_t[::1] order
-        # Plain arrays, not NumPy's: each array made is one more buffer to take.
+        # The servers with room and one worker's cost on each, as a heap on (cost, index):
+        # taken from it in order, they come as a stable sort by cost would order them.
         self._order_costs = <double*> _grown(NULL, max(servers, 1) * sizeof(double))
         self._order_servers = <Py_ssize_t*> _grown(NULL, max(servers, 1) * sizeof(Py_ssize_t))
-        cdef Py_ssize_t* index_at = <Py_ssize_t*> _grown(NULL, max(servers, 1) * sizeof(Py_ssize_t))
-        try:
-            for h in range(servers):
-                if self.has_room(&column._free[h, 0]):
-                    cost_at[n] = self.cost_of(&column._prices[h, 0])
-                    index_at[n] = h
-                    n += 1
-            order = np.argsort(costs[:n], kind="stable")
-            for j in range(n):
-                self._order_costs[j] = cost_at[order[j]]
-                self._order_servers[j] = index_at[order[j]]
-        finally:
-            c_free(index_at)
+        self._rest_p = <double*> _grown(NULL, max(servers, 1) * sizeof(double))
+        self._rest_h = <Py_ssize_t*> _grown(NULL, max(servers, 1) * sizeof(Py_ssize_t))
+        for h in range(servers):
+            if self.has_room(&column._free[h, 0]):
+                self._rest_p[n] = self.cost_of(&column._prices[h, 0])
+                self._rest_h[n] = h
+                n += 1
+        for j in range(n // 2 - 1, -1, -1):
+            _sift_down(self._rest_p, self._rest_h, n, j)
+        self._sorted = 0
         self._size = n
         self.front = 0
         self._heap_n = 0
@@ -163,6 +183,8 @@ cdef class SlotRank:
     def __dealloc__(self):
         c_free(self._order_costs)
         c_free(self._order_servers)
+        c_free(self._rest_p)
+        c_free(self._rest_h)
         c_free(self._heap_p)
         c_free(self._heap_h)
 
@@ -221,32 +243,26 @@ cdef class SlotRank:
 
     cdef void pop(self) noexcept:
         """Drop the least entry."""
-        cdef Py_ssize_t n, i, child
-        cdef double p
-        cdef Py_ssize_t h
         self._heap_n -= 1
-        n = self._heap_n
-        if n == 0:
+        if self._heap_n == 0:
             return
-        p = self._heap_p[n]
-        h = self._heap_h[n]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            if child + 1 < n and _before(
-                self._heap_p[child + 1], self._heap_h[child + 1],
-                self._heap_p[child], self._heap_h[child],
-            ):
-                child += 1
-            if not _before(self._heap_p[child], self._heap_h[child], p, h):
-                break
-            self._heap_p[i] = self._heap_p[child]
-            self._heap_h[i] = self._heap_h[child]
-            i = child
-        self._heap_p[i] = p
-        self._heap_h[i] = h
+        self._heap_p[0] = self._heap_p[self._heap_n]
+        self._heap_h[0] = self._heap_h[self._heap_n]
+        _sift_down(self._heap_p, self._heap_h, self._heap_n, 0)
+
+    cdef inline void _reach(self, Py_ssize_t i) noexcept:
+        """Sort the order as far as entry i (< its size), from the heap of the rest."""
+        cdef Py_ssize_t left
+        while self._sorted <= i:
+            left = self._size - self._sorted
+            self._order_costs[self._sorted] = self._rest_p[0]
+            self._order_servers[self._sorted] = self._rest_h[0]
+            self._sorted += 1
+            left -= 1
+            if left > 0:
+                self._rest_p[0] = self._rest_p[left]
+                self._rest_h[0] = self._rest_h[left]
+                _sift_down(self._rest_p, self._rest_h, left, 0)
 
     cpdef list walk(self, Column column, Py_ssize_t most, object small):
         """The servers, in order, that `most` workers fill (skipping those `small` flags):
@@ -286,6 +302,8 @@ cdef class SlotRank:
                     ):
                         break
                     self.pop()
+                if i < self._size:
+                    self._reach(i)
                 if i < self._size and (
                     self._heap_n == 0
                     or _before(
@@ -342,6 +360,7 @@ cdef class SlotRank:
             self.pop()
         i = self.front
         while i < self._size:
+            self._reach(i)
             p = self._order_costs[i]
             h = self._order_servers[i]
             if self.cost_of(&prices[h, 0]) == p and self.has_room(&free[h, 0]):
