@@ -749,9 +749,10 @@ class Market:
         # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
         self._prices = np.zeros_like(self.used)
         self._priced_until = 0
-        # What is left of each resource, kept with `used` (load, commit).
+        # What is left of each resource, kept with `used` (load, commit), computed like
+        # the prices for the slots searches reach (:meth:`freed`).
         self.free = np.empty_like(self.used)
-        self._free_from_use()
+        self._free_until = 0
         self._too_small: dict[float, npt.NDArray[np.bool_] | None] = {}
         # Slot costs are computed slot by slot from that slot's prices and use alone, so
         # a job shape's table stays valid in every slot no commit has touched since:
@@ -866,14 +867,22 @@ class Market:
                 ends = math.ceil((self.now + left) / self.params.slot_s - _EPS) - self.first_slot
                 use.placed(1, ends, job.placement, gpw, dw)
         use.add_to(self._cells)
-        self._free_from_use()
+        self._free_until = 0  # the use changed: every free amount is to be worked out
 
-    def _free_from_use(self) -> None:
-        """`free` = max(capacity − used, 0), written in place: a few megabytes a decision
-        (slots × servers × resources) that temporaries would take fresh from the system,
-        a page fault per page."""
-        np.subtract(self.capacity[None], self.used, out=self.free)
-        np.maximum(self.free, 0.0, out=self.free)
+    def freed(self, stop: int) -> FloatArray:
+        """`free` = max(capacity − used, 0), computed at least for slots `[0, stop)`, a
+        growing block at a time as `priced` does (a cell's free amount depends on its use
+        alone; a commit writes those of its cells itself). In place: the whole array is a
+        few megabytes a decision (slots × servers × resources), most of it in slots no
+        search reaches."""
+        if stop > self._free_until:
+            start = self._free_until
+            until = min(self.horizon, max(stop, 2 * start, 8))
+            block = self.free[start:until]
+            np.subtract(self.capacity[None], self.used[start:until], out=block)
+            np.maximum(block, 0.0, out=block)
+            self._free_until = until
+        return self.free
 
     def commit(self, model: JobModel, schedule: Schedule) -> None:
         """Add an admitted schedule's use and raise the prices it touches."""
@@ -952,7 +961,7 @@ class Market:
         dps = model.ps_demand
         locate_ps = most_ps > 0 and bool((dps > 0).any())
         prices = self.priced(_stop(slots))[slots]
-        free = self.free[slots]
+        free = self.freed(_stop(slots))[slots]
         rows = np.arange(prices.shape[0])[:, None]
         masked, fit = self._worker_costs(model, prices, free, most_workers)
         candidates = _cheapest(masked, most_workers)
@@ -1097,7 +1106,7 @@ class Market:
         column = self._columns.get(t)
         if column is None:
             prices = self.priced(t + 1)
-            column = self._columns[t] = Column(prices[t], self.free[t])
+            column = self._columns[t] = Column(prices[t], self.freed(t + 1)[t])
         return column
 
     def _small_flags_for(self, gpu_memory_gb: float) -> bytes | None:
