@@ -320,6 +320,10 @@ def test_ranked_servers_give_the_schedules_the_slot_tables_give(seed: int) -> No
             ranked.commit(model, found)
             tables.commit(model, plain)
     assert np.array_equal(ranked.prices, tables.prices)
+    # The free amounts the commits wrote are those the use gives, in every slot.
+    for market in (ranked, tables):
+        left = np.maximum(market.capacity[None] - market.used, 0.0)
+        assert np.array_equal(market.freed(params.horizon_slots), left)
 
 
 @settings(max_examples=300, deadline=None)
