@@ -966,7 +966,7 @@ class Market:
         masked, fit = self._worker_costs(model, prices, free, most_workers)
         candidates = _cheapest(masked, most_workers)
         if locate_ps:
-            ps_cost = prices @ dps
+            ps_cost = worker_costs(prices, dps)  # a server's cost, as a worker's
             ps_fit = _fitting(free, dps, most_ps)
             # Workers may take CPUs or memory of a cheap PS host: keep spares.
             ps_candidates = _cheapest(np.where(ps_fit > 0, ps_cost, np.inf), most_ps + most_workers)
@@ -1491,10 +1491,13 @@ def least_cost(market: Market, model: JobModel) -> float:
 
 def _least_rate(market: Market, model: JobModel) -> np.float64:
     """The floor price of a second of the job's work at its most frugal count."""
-    held = (
+    use = (
         model.counts[:, None] * model.worker_demand[None, :]
         + model.ps[:, None] * model.ps_demand[None, :]
-    ) @ market.floor
+    )
+    # Each count's use at the floor prices, its terms added in resource order (not a
+    # matrix product: see worker_costs).
+    held = worker_costs(use, market.floor)
     # Floor price per slot over the work a slot does: the price of a second of work.
     work = market.params.slot_s * model.speed
     per_second = np.where(work > 0, held / np.maximum(work, _EPS), np.inf)
