@@ -10,9 +10,10 @@ parts every search and commit repeats per slot, per state and per cell: the rank
 form's columns, rankings and walks (:meth:`Market.ranked`), each count's sum, the
 one-count programme and the loop over slots of a job of one count, the vector
 programme's step, its walk over the ways to finish and the loop over slots of a job of
-a few counts, a ranked schedule's layouts, the market's arrays (:class:`MarketCells`:
-the use a market starts with, a commit's use, shares of capacity, free amounts and
-column updates) and the price bounds' loop over every job.
+a few counts, a ranked schedule's layouts and plan segments, the market's arrays
+(:class:`MarketCells`: the use a market starts with, a commit's use, shares of
+capacity, prices, free amounts and column updates) and the price bounds' loop over
+every job.
 
 Every figure is the one the Python form made: the same IEEE operations on doubles in
 the same order (the build turns off floating-point contraction), the same order of
@@ -939,13 +940,13 @@ def ranked_layouts(
 
     Returns the schedule as `segment`s (:class:`policies.common.oasis.Segment`: absolute
     slots from `first_slot`, each slot's nodes by id as (node id, workers, 0), a run of
-    consecutive slots with the same layout as one segment); the
-    cells, in order, as arrays of their slot, server, workers and parameter servers
-    (none); what each cell holds of each resource (workers · `demand`, one worker's
-    amount of each resource); and the cost per resource: for each resource, the sum over
-    cells of share · price · workers · demand (the current slot's share pro rata), added
-    one cell after another as NumPy reduces those products (a resource the worker does
-    not need costs nothing)."""
+    consecutive slots with the same layout as one segment); the cells, in order, as
+    arrays of their slot, server, workers and parameter servers (none); what each cell
+    holds of each resource (workers · `demand`, one worker's amount of each resource);
+    and the cost per resource: for each resource, the sum over cells of share · price ·
+    workers · demand (the current slot's share pro rata), added one cell after another
+    as NumPy reduces those products (a resource the worker does not need costs
+    nothing)."""
     cdef list segments = []
     cdef double share
     cdef Py_ssize_t t, option, count, ps, before, workers, server, fit, bound = 0, n = 0, j
