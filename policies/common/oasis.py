@@ -1164,6 +1164,10 @@ once with NumPy instead of one count at a time (:func:`ranked_costs`, compiled).
 jobs of the examples and traces (a few counts) stay below it; either form gives the
 same sums."""
 
+_NO_UNITS: IntArray = np.zeros(0, dtype=np.int64)
+"""The units as arrays, where the search of a job of one count on the ranked form reads
+none (its compiled loop takes the two numbers)."""
+
 
 def _ranked_costs_at_once(
     candidates: Sequence[tuple[int, int, float]], counts: Sequence[int], width: int, room: int
@@ -1527,8 +1531,6 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     fraction = market.first_fraction
     full_list = [math.floor(w / unit + _EPS) for w in full_work]
     first_list = [math.floor(fraction * w / unit + _EPS) for w in full_work]
-    full_units = np.array(full_list, dtype=np.int64)
-    first_units = np.array(first_list, dtype=np.int64)
     submit = model.job.submit_time
     floor_cost = least_cost(market, model)
 
@@ -1539,10 +1541,18 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     tables: list[tuple[int, SlotCosts]] = []
     walks: dict[int, list[tuple[int, int, float]]] = {}
     rows: Iterator[tuple[int, list[float] | FloatArray]]
-    if ladder is not None:
-        rows = _ranked_rows(market, ladder, first_list, full_list, walks)
+    if ladder is not None and single:
+        # One count on the ranked form (most jobs): the compiled loop walks the slots
+        # itself and reads the two numbers of units alone.
+        full_units = first_units = _NO_UNITS
+        rows = iter(())
     else:
-        rows = _table_rows(market, model, first_units, full_units, tables)
+        full_units = np.array(full_list, dtype=np.int64)
+        first_units = np.array(first_list, dtype=np.int64)
+        if ladder is not None:
+            rows = _ranked_rows(market, ladder, first_list, full_list, walks)
+        else:
+            rows = _table_rows(market, model, first_units, full_units, tables)
     best_payoff, best_t, best_end = -math.inf, -1, 0.0
     entry: tuple[int, int] | None = None  # how the best finishes in its last slot
     stopped_by_value = False
@@ -1620,7 +1630,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 break
 
     if best_t < 0:
-        reason = _why_none(market, model, stopped_by_value, total, full_units)
+        reason = _why_none(market, model, stopped_by_value, total, max(full_list))
         if stopped_by_value and floor_cost > 0:
             earliest = model.utility.value_at(market.slot_end(0) - submit)
             reason = (
@@ -1856,7 +1866,7 @@ def _priced(
 
 
 def _why_none(
-    market: Market, model: JobModel, stopped_by_value: bool, total: int, full_units: IntArray
+    market: Market, model: JobModel, stopped_by_value: bool, total: int, fastest: int
 ) -> str:
     job = model.job
     if stopped_by_value:
@@ -1873,7 +1883,6 @@ def _why_none(
             f"{job.memory_gb_per_worker:g} GB memory, "
             f"{job.gpu_memory_gb:g} GB GPU memory)"
         )
-    fastest = int(full_units.max())
     needed = math.ceil(total / fastest) if fastest > 0 else math.inf
     if needed > market.horizon:
         return (
