@@ -255,11 +255,10 @@ cdef class SlotRank:
         """Sort the order as far as entry i (< its size), from the heap of the rest."""
         cdef Py_ssize_t left
         while self._sorted <= i:
-            left = self._size - self._sorted
             self._order_costs[self._sorted] = self._rest_p[0]
             self._order_servers[self._sorted] = self._rest_h[0]
             self._sorted += 1
-            left -= 1
+            left = self._size - self._sorted  # entries still in the heap
             if left > 0:
                 self._rest_p[0] = self._rest_p[left]
                 self._rest_h[0] = self._rest_h[left]
@@ -969,8 +968,7 @@ def ranked_layouts(
     cdef double[::1] spent = by_resource
     for t, option in ordered:
         bound += len(walks[t])
-    # The three integer columns of the cells in one array: a fresh array's buffer costs
-    # more to take than a schedule's few cells to write.
+    # The three integer columns of the cells in one array: one buffer to take, not three.
     cells_array = np.empty((3, bound), dtype=np.int64)
     holds_array = np.empty((bound, kinds))
     cdef long long[:, ::1] cell = cells_array
@@ -1194,8 +1192,8 @@ def search_counts(programme, SlotSearch search, first_units, full_units):
     cdef double fraction = search.fraction, submit = search.submit
     cdef long long total = programme.total
     cdef Py_ssize_t n = len(search.counts)
-    # Typed views taken once: the programme's states pass from one slot to the next as
-    # views (taking a view of an array afresh costs more than a slot's step).
+    # The unit arrays' views taken once, and each slot's states passed on to the next
+    # as the view already taken, not taken again from the array.
     cdef const long long[::1] first_view = first_units, full_view = full_units, units
     cdef list costs
     cdef list history = programme.history, paid_by_slot = programme.costs
@@ -1303,8 +1301,8 @@ cdef class MarketCells:
         amounts go to the market's arrays, each slot is marked as touched by commit
         number `commit`, and each cell goes to the column kept for its slot, if any
         (cell after cell, so its rankings learn each server's new cost). The shares and
-        free amounts live in arrays kept from one commit to the next: a fresh array's
-        buffer costs more to take than a commit's few cells to write."""
+        free amounts live in arrays kept from one commit to the next, their buffers taken
+        once, not two new arrays per commit."""
         cdef const double[:, :] adds = held
         cdef const long long[:] at_slot = slots
         cdef const long long[:] at_server = servers

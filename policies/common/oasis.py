@@ -801,13 +801,17 @@ class Market:
         """The prices, computed at least for slots `[0, stop)` (a cell's price depends on
         its use alone, so a block priced later holds what pricing all at once would)."""
         if stop > self._priced_until:
-            start = self._priced_until
-            until = min(self.horizon, max(stop, 2 * start, 8))
+            start, until = self._priced_until, self._block_until(self._priced_until, stop)
             self._prices[start:until] = price(
                 self.used[start:until], self.capacity, self.floor, self.ceiling, self.ratio
             )
             self._priced_until = until
         return self._prices
+
+    def _block_until(self, start: int, stop: int) -> int:
+        """Where a block of slots worked out from `start` ends, to cover `[start, stop)`:
+        at least 8 slots, then doubling, within the horizon."""
+        return min(self.horizon, max(stop, 2 * start, 8))
 
     @property
     def horizon(self) -> int:
@@ -876,8 +880,7 @@ class Market:
         few megabytes a decision (slots × servers × resources), most of it in slots no
         search reaches."""
         if stop > self._free_until:
-            start = self._free_until
-            until = min(self.horizon, max(stop, 2 * start, 8))
+            start, until = self._free_until, self._block_until(self._free_until, stop)
             block = self.free[start:until]
             np.subtract(self.capacity[None], self.used[start:until], out=block)
             np.maximum(block, 0.0, out=block)
