@@ -43,6 +43,8 @@ class AdmissionResult(Frozen, frozen=True):
     job_id: str
     verdict: Verdict
     reason: str
+    # JSON data, or Structs of the domain model, which encode as JSON objects: OASiS
+    # hands its plan to the stages after admission this way, without a round trip.
     details: Annotated[
         dict[str, Any],
         Meta(

@@ -14,6 +14,8 @@ each round. The OASiS scaling policy only reads it. Each verdict's `details`
 carry the numbers (utility, priced cost, payoff, cost per resource, binding
 resource, price bounds) and, for an admitted job, the committed plan, which
 is how the plan reaches the scaling stage and the commit without recomputing.
+The plan is there as the :class:`Plan` itself (it encodes as the same JSON
+object): the stages after admission read it without a JSON round trip.
 
 Not in the paper, and why:
 - With no schedulable training node at all the job waits (DEFER) rather than
@@ -42,7 +44,6 @@ from policies.common.oasis import (
     OasisState,
     Plan,
     Schedule,
-    dump_plan,
     dump_state,
     estimate_bounds,
     job_utility,
@@ -108,7 +109,7 @@ class OasisAdmission:
                         job_id=job.id,
                         verdict=Verdict.ADMIT,
                         reason="OASiS: already committed in an earlier round; keeps its schedule",
-                        details={**bounds, "plan": dump_plan(committed)},
+                        details={**bounds, "plan": committed},
                     )
                 )
                 continue
@@ -188,7 +189,7 @@ class OasisAdmission:
                 + (f" and {counted(first.ps, 'parameter server')}" if first.ps else "")
                 + f"; binding resource {binding}"
             ),
-            details={**bounds, **numbers, "plan": dump_plan(plan)},
+            details={**bounds, **numbers, "plan": plan},
         )
 
     def commit(self, ctx: Context, decision: Decision) -> JsonValue:

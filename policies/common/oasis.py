@@ -267,26 +267,21 @@ def load_state(raw: JsonValue | None, slot_s: float | None = None) -> OasisState
 
 
 def dump_state(state: OasisState) -> JsonValue:
-    return _as_json(state)
-
-
-def _as_json(value: OasisState | Plan) -> JsonValue:
-    """`value` as the JSON data it is stored as (lists, not tuples): a round trip through
+    """`state` as the JSON data it is stored as (lists, not tuples): a round trip through
     msgspec's encoder, which is cheaper than walking the Structs in Python."""
-    dumped: JsonValue = msgspec.json.decode(msgspec.json.encode(value))
+    dumped: JsonValue = msgspec.json.decode(msgspec.json.encode(state))
     return dumped
 
 
-def dump_plan(plan: Plan) -> JsonValue:
-    """`plan` as JSON, for a verdict's details; :func:`plan_from_details` reads it back."""
-    return _as_json(plan)
+def plan_from_details(details: Mapping[str, object]) -> Plan | None:
+    """The plan an OASiS admission put in its verdict's details, if any (None if unreadable).
 
-
-def plan_from_details(details: Mapping[str, JsonValue]) -> Plan | None:
-    """The plan an OASiS admission put in its verdict's details, if any (None if unreadable)."""
+    Admission puts the :class:`Plan` itself there (it encodes as the JSON object the
+    decision shows), so the stages after it read it as is; a plan given as JSON data
+    (a verdict built elsewhere) is validated."""
     raw = details.get("plan")
-    if raw is None:
-        return None
+    if raw is None or isinstance(raw, Plan):
+        return raw
     try:
         return convert(raw, Plan)
     except msgspec.ValidationError:

@@ -23,6 +23,7 @@ from policies.common.oasis import (
     Segment,
     load_state,
     model_job,
+    plan_from_details,
     price,
 )
 from policies.decision import AdmissionResult, JobStatus, Stage, Verdict
@@ -37,6 +38,7 @@ from policies.model import (
     Utility,
     convert,
     decode_snapshot,
+    encode,
 )
 from policies.profiles import load_profiles
 from policies.protocols import Context, NoParams
@@ -456,6 +458,24 @@ def test_a_job_committed_earlier_is_not_judged_twice() -> None:
     assert verdict.admitted
     assert "already committed" in verdict.reason
     assert verdict.details["plan"] == first.decision.admission[0].details["plan"]
+
+
+def test_a_verdict_hands_its_plan_on_as_is_and_shows_it_as_json() -> None:
+    oasis = pipeline()
+    snapshot = snap([node("n0", gpus=2)], [pending("a", estimated_duration_s=SLOT)])
+    (verdict,) = oasis.run(snapshot).decision.admission
+    plan = verdict.details["plan"]
+    # The stages after admission read the Plan itself, no JSON round trip.
+    assert isinstance(plan, Plan)
+    assert plan_from_details(verdict.details) is plan
+    # The decision shows it as the JSON object a plan encodes to.
+    shown = orjson.loads(encode(verdict))["details"]["plan"]
+    assert shown == orjson.loads(encode(plan))
+    assert shown["segments"][0]["nodes"] == [["n0", 1, 0]]
+    # A plan given as JSON data (a verdict built elsewhere) is validated; a bad one is not read.
+    assert plan_from_details({"plan": shown}) == plan
+    assert plan_from_details({"plan": {"segments": "none"}}) is None
+    assert plan_from_details({}) is None
 
 
 def test_commit_drops_finished_jobs_and_cuts_the_past() -> None:
