@@ -1061,18 +1061,22 @@ class Market:
             ),
             model.job.gpu_memory_gb,
         )
-        if key in self._ladders:
+        try:
             return self._ladders[key]
+        except KeyError:
+            pass
         ladder: _Ladder | None = None
-        dw, dps = model.worker_demand, model.ps_demand
-        locate_ps = int(model.ps.max()) > 0 and bool((dps > 0).any())
-        most = int(model.counts[-1])
-        if bool((dw > 0).any()) and not locate_ps and most >= 1:
+        # Plain floats and ints: a few numbers, which NumPy takes longer to start on.
+        demand = tuple(model.worker_demand.tolist())
+        locate_ps = max(model.ps.tolist()) > 0 and any(d > 0 for d in model.ps_demand.tolist())
+        counts = model.counts.tolist()
+        most = counts[-1]
+        if any(d > 0 for d in demand) and not locate_ps and most >= 1:
             ladder = _Ladder(
-                demand=tuple(float(d) for d in dw),
+                demand=demand,
                 most=most,
                 width=min(most, self.size),
-                counts=[int(c) for c in model.counts],
+                counts=counts,
                 small=self._small_flags_for(model.job.gpu_memory_gb),
             )
         self._ladders[key] = ladder
@@ -1485,25 +1489,34 @@ def least_cost(market: Market, model: JobModel) -> float:
     """
     rate = market.least_rates.get(model.shape) if model.shape else None
     if rate is None:
-        rate = float(_least_rate(market, model))
+        rate = _least_rate(market, model)
         if model.shape:
             market.least_rates[model.shape] = rate
     return model.remaining_s * rate
 
 
-def _least_rate(market: Market, model: JobModel) -> np.float64:
-    """The floor price of a second of the job's work at its most frugal count."""
-    use = (
-        model.counts[:, None] * model.worker_demand[None, :]
-        + model.ps[:, None] * model.ps_demand[None, :]
-    )
-    # Each count's use at the floor prices, its terms added in resource order (not a
-    # matrix product: see worker_costs).
-    held = worker_costs(use, market.floor)
-    # Floor price per slot over the work a slot does: the price of a second of work.
-    work = market.params.slot_s * model.speed
-    per_second = np.where(work > 0, held / np.maximum(work, _EPS), np.inf)
-    least: np.float64 = per_second.min()
+def _least_rate(market: Market, model: JobModel) -> float:
+    """The floor price of a second of the job's work at its most frugal count.
+
+    On plain floats: a job has a handful of counts, and NumPy's start-up per call costs
+    more than the arithmetic. Each number is formed by the same operations in the same
+    order as on arrays, so it is the same: a count's use of each resource is
+    count · worker demand + servers · server demand; its floor cost adds those uses at
+    the floor prices in resource order (not a matrix product: see worker_costs)."""
+    floor = market.floor.tolist()
+    needed = [k for k in range(_K) if floor[k] > 0]
+    worker, server = model.worker_demand.tolist(), model.ps_demand.tolist()
+    least = math.inf
+    counts, servers = model.counts.tolist(), model.ps.tolist()
+    for count, ps, work in zip(counts, servers, market.slot_work(model), strict=True):
+        if work <= 0:
+            continue  # no progress at this count: no price per second of work
+        held = 0.0
+        for i, k in enumerate(needed):
+            term = (count * worker[k] + ps * server[k]) * floor[k]
+            held = term if i == 0 else held + term
+        # Floor price per slot over the work a slot does: the price of a second of work.
+        least = min(least, held / max(work, _EPS))
     return least
 
 

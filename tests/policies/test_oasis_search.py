@@ -14,6 +14,7 @@ import math
 import random
 from unittest.mock import patch
 
+import msgspec
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from policies.common.oasis import (
     _Ladder,
     _laid,
     _lay,
+    _least_rate,
     _Programme,
     _ranked_costs,
     _ranked_costs_at_once,
@@ -714,3 +716,31 @@ def test_a_markets_starting_use_adds_its_rows_as_add_at_does(seed: int) -> None:
     )
     cells.add_rows(rows, held)
     assert np.array_equal(used, expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_the_least_rate_is_what_the_array_formula_gives(seed: int) -> None:
+    """The floor price of a second of a job's work, worked out on plain floats, is bit
+    for bit what the same formula on arrays gives: each count's use at the floor prices
+    (terms in resource order) over a slot's work, the least of the counts that progress."""
+    rng = random.Random(seed)
+    params = OasisParams(slot_s=rng.choice([60.0, 600.0, 1800.0]))
+    one = _random_job(rng, 0, 0.0)
+    one = msgspec.structs.replace(
+        one,
+        max_workers=one.workers + rng.choice([0, 3, 40]),
+        speedup=rng.choice([{}, {1: 1.0, 2: 0.0, 4: 2.5}, {2: 1.7, 8: 5.5}]),
+    )
+    snapshot = snap([node("n0"), node("n1", gpus=4)], [one])
+    floor = np.array([rng.choice([0.0, 1e-3, 0.37]) for _ in range(3)])
+    market = Market.build(snapshot, params, OasisState(slot_s=params.slot_s), (floor, floor * 9))
+    utility, implied = job_utility(one, params)
+    model = model_job(one, utility or SigmoidUtility(value=1.0, midpoint_s=1.0), implied, params)
+    use = model.counts[:, None] * model.worker_demand[None, :] + (
+        model.ps[:, None] * model.ps_demand[None, :]
+    )
+    work = params.slot_s * model.speed
+    held = worker_costs(use, market.floor)
+    expected = np.where(work > 0, held / np.maximum(work, 1e-9), np.inf).min()
+    assert _least_rate(market, model) == float(expected)
