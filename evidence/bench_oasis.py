@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import orjson
 from msgspec.structs import replace
 
 from policies.decision import Decision, Stage, Verdict
 from policies.engine import Outcome, Pipeline
-from policies.model import Job, JobState, Snapshot, convert, decode_snapshot
+from policies.model import Job, JobState, Snapshot, convert, decode_snapshot, encode
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 
@@ -90,7 +89,7 @@ def main() -> None:
     judged = first.decision.admission
     print(
         f"round 1: {len(judged)} arrivals judged ({sum(a.admitted for a in judged)} admitted) "
-        f"from empty state: {took}; state {len(orjson.dumps(first.state)) / 1e3:.0f} KB"
+        f"from empty state: {took}; state {len(encode(first.state)) / 1e3:.0f} KB"
     )
     later = applied(snapshot, first.decision, 60.0, ())
     second, took = timed(lambda: oasis.run(later, state=first.state), args.repeat)

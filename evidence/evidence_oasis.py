@@ -54,7 +54,7 @@ from evidence.runner import (
     over_seeds,
     write_section,
 )
-from policies.common.oasis import RESOURCES, OasisParams
+from policies.common.oasis import RESOURCES, STATE_KEY, OasisParams, OasisState, load_state
 from simulator.cluster import ClusterSpec, load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
 from simulator.metrics import SimulationResult
@@ -144,11 +144,11 @@ def no_wait_utility(result: SimulationResult) -> float:
     )
 
 
-def alpha(state: dict[str, Any]) -> tuple[float, str]:
+def alpha(state: OasisState) -> tuple[float, str]:
     """The paper's α = max over resources of max(1, ln(U_k / L_k)), from OASiS's final state."""
     best, which = 1.0, "none"
-    floor, ceiling = state.get("floor"), state.get("ceiling")
-    if not isinstance(floor, list) or not isinstance(ceiling, list):
+    floor, ceiling = state.floor, state.ceiling
+    if floor is None or ceiling is None:
         return best, which
     for name, low, high in zip(RESOURCES, floor, ceiling, strict=True):
         if low > 0 and high > 0 and math.log(high / low) > best:
@@ -210,9 +210,9 @@ def run_point(point: Point) -> Run:
     result = build_simulation(jobs, cluster, config).run(decider)
     run = Run(point.profile, seed, result.metrics, no_wait_utility(result))
     _rejections(run, result)
-    kept = decider.state.get("oasis")
-    if isinstance(kept, dict):
-        run.alpha, run.alpha_resource = alpha(kept)
+    kept = decider.state.get(STATE_KEY)
+    if kept is not None:
+        run.alpha, run.alpha_resource = alpha(load_state(kept))
     print(
         f"  {case.label} {point.profile} seed {seed}: utility "
         f"{result.metrics['utility']:.1f}, {result.metrics['sim_wall_s']:.0f} s",

@@ -58,6 +58,7 @@ from policies.protocols import (
     PolicyInfo,
     ScalingPolicy,
     StatefulPolicy,
+    StateValue,
     learned_model_key,
     policy_gathers,
     policy_settles,
@@ -95,7 +96,7 @@ class Outcome:
     """A decision and the policy state it leaves behind."""
 
     decision: Decision
-    state: dict[str, JsonValue] = field(default_factory=dict)
+    state: dict[str, StateValue] = field(default_factory=dict)
     """New values of the keys written this round (only those); merge them into what you keep."""
 
 
@@ -219,7 +220,7 @@ class Pipeline:
         snapshot: Snapshot,
         stages: Sequence[Stage] | None = None,
         *,
-        state: Mapping[str, JsonValue] | None = None,
+        state: Mapping[str, StateValue] | None = None,
         decision_id: str | None = None,
         seed: int = 0,
         cpu_budget_s: float | None = None,
@@ -258,10 +259,10 @@ class Pipeline:
             explain=explain,
         )
         decision = rnd.run(decision_id or uuid.uuid4().hex)
-        updates: dict[str, JsonValue] = {}
+        updates: dict[str, StateValue] = {}
         for stage, writer in self._writers:
 
-            def commit(p: StatefulPolicy) -> JsonValue:
+            def commit(p: StatefulPolicy) -> StateValue:
                 return p.commit(rnd.ctx, decision)
 
             # A faulty commit fails the round like any policy fault: better no answer
@@ -305,7 +306,7 @@ class _Round:
         snapshot: Snapshot,
         stages: tuple[Stage, ...],
         seed: int,
-        state: Mapping[str, JsonValue],
+        state: Mapping[str, StateValue],
         *,
         budget: CpuBudget | None = None,
         explain: bool = True,

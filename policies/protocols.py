@@ -35,6 +35,12 @@ from policies.dispatch.view import DispatchView
 from policies.model import Assignment, Frozen, Job, Snapshot, ThroughputObservation
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
+StateValue = JsonValue | msgspec.Struct
+"""A policy state's value: JSON data, or a Struct of the writing policy's own, which is
+stored as the JSON it encodes to. A caller that keeps state in memory between rounds
+(the simulator) hands back what the commit returned; one that stores it (the service)
+hands back JSON data; a policy reads either."""
+
 
 class BudgetExceeded(Exception):
     """The decision's CPU budget is spent (raised by :meth:`CpuBudget.check`)."""
@@ -89,7 +95,7 @@ class Context:
     seed: int = 0
     gpus_by_tenant: dict[str, int] = field(default_factory=dict)
     """GPUs held by each tenant's running jobs when the round starts."""
-    state: Mapping[str, JsonValue] = field(default_factory=dict)
+    state: Mapping[str, StateValue] = field(default_factory=dict)
     """Policy state as loaded for this cluster before the round, by state key; read-only.
 
     Only the keys the pipeline's policies declare are present; a key never written
@@ -278,14 +284,16 @@ class StatefulPolicy(Protocol):
 
     state_key: ClassVar[str]
 
-    def commit(self, ctx: Context, decision: Decision) -> JsonValue:
+    def commit(self, ctx: Context, decision: Decision) -> StateValue:
         """The new state of `state_key` once `decision` is made; called once per round.
 
         Pure: computed from `ctx.state` (as loaded before the round), `ctx.snapshot`,
         `ctx.admission` and `decision` (all stages, after the engine's checks). The
-        returned value must be plain JSON (it is stored as such) and replaces the old
-        one whole. It must reconcile with the snapshot, which wins where they disagree
-        (a job gone from the snapshot has finished or left).
+        returned value replaces the old one whole: JSON data, or a Struct that encodes
+        to it (it is stored as JSON; a Struct spares a round trip through JSON data, and
+        a caller that keeps state in memory hands it back as is). It must reconcile with
+        the snapshot, which wins where they disagree (a job gone from the snapshot has
+        finished or left).
         """
         ...
 
@@ -304,7 +312,7 @@ class FeedbackLearner(Protocol):
     state_key: ClassVar[str]
 
     def learn(
-        self, state: JsonValue | None, observations: Sequence[ThroughputObservation]
+        self, state: StateValue | None, observations: Sequence[ThroughputObservation]
     ) -> JsonValue:
         """The new state after `observations`, from the old one (None: none kept yet).
 

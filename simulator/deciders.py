@@ -33,14 +33,13 @@ from typing import Protocol
 
 import httpx
 import orjson
-from pydantic import JsonValue
 
 from policies.common.reclaim import run_reclaim
 from policies.decision import Decision, Stage
 from policies.engine import Pipeline
 from policies.model import Snapshot, ThroughputObservation, encode
 from policies.profiles import Profile, load_profiles
-from policies.protocols import FeedbackLearner
+from policies.protocols import FeedbackLearner, StateValue
 from policies.reclaim_models import ReclaimDecision, ReclaimRequest, ReclaimResult
 from policies.registry import Registry, build_registry
 from simulator.http_client import HttpClient, decoded, post_json
@@ -85,7 +84,7 @@ class EngineDecider:
         self.reclaim_fallback = (
             reg.reclaim(fallback.name, fallback.params) if fallback is not None else None
         )
-        self.state: dict[str, JsonValue] = {}
+        self.state: dict[str, StateValue] = {}
         # Found once: a runtime protocol check walks the protocol's members on every call.
         self._learners: tuple[FeedbackLearner, ...] = tuple(
             p

@@ -90,7 +90,7 @@ from policies.model import (
     to_builtins,
 )
 from policies.profiles import Profile
-from policies.protocols import FeedbackLearner, learned_model_key
+from policies.protocols import FeedbackLearner, StateValue, learned_model_key
 from policies.registry import Registry
 from storage.cache import Cache, InProcessCache
 from storage.records import DecisionRecord, FeedbackRecord
@@ -487,13 +487,14 @@ class DecisionService:
                 logger.warning("unreadable policy state %r of cluster %r; ignored", key, cluster_id)
         return state
 
-    def save_state(self, cluster_id: str, updates: Mapping[str, JsonValue]) -> None:
-        """Write the cluster's new state under each key, expiring :attr:`state_ttl_s` from now."""
+    def save_state(self, cluster_id: str, updates: Mapping[str, StateValue]) -> None:
+        """Write the cluster's new state under each key as JSON, expiring
+        :attr:`state_ttl_s` from now."""
         for key, value in updates.items():
-            self.cache.set(state_cache_key(cluster_id, key), orjson.dumps(value), self.state_ttl_s)
+            self.cache.set(state_cache_key(cluster_id, key), encode(value), self.state_ttl_s)
 
     def _keep_read_state(
-        self, cluster_id: str, loaded: Mapping[str, JsonValue], written: Mapping[str, JsonValue]
+        self, cluster_id: str, loaded: Mapping[str, JsonValue], written: Mapping[str, StateValue]
     ) -> None:
         """Restart the expiry of the keys a decision read but did not write (the GP, which
         only feedback writes), so that a cluster that keeps deciding keeps them too.

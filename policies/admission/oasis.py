@@ -44,7 +44,6 @@ from policies.common.oasis import (
     OasisState,
     Plan,
     Schedule,
-    dump_state,
     estimate_bounds,
     job_utility,
     load_state,
@@ -192,7 +191,7 @@ class OasisAdmission:
             details={**bounds, **numbers, "plan": plan},
         )
 
-    def commit(self, ctx: Context, decision: Decision) -> JsonValue:
+    def commit(self, ctx: Context, decision: Decision) -> OasisState:
         """The state after `decision`: plans reconciled with the snapshot, new ones added.
 
         - A job no longer in the snapshot has finished (or left): its plan goes.
@@ -202,6 +201,9 @@ class OasisAdmission:
           what it really runs: the snapshot and the engine win over the plan.
         - Jobs admitted this round add the plan their verdict carries.
         - The price bounds become those this round's admission used.
+
+        Returned as the Struct: it is stored as the JSON it encodes to, and a caller
+        that keeps it in memory hands it back to the next round without a round trip.
         """
         params = self.params
         snapshot = ctx.snapshot
@@ -235,7 +237,7 @@ class OasisAdmission:
             if job is None:
                 continue
             kept[job_id] = reconcile(plan, current, runs.get(job_id), job.gpus_per_worker, job.ps)
-        return dump_state(OasisState(slot_s=params.slot_s, floor=floor, ceiling=ceiling, jobs=kept))
+        return OasisState(slot_s=params.slot_s, floor=floor, ceiling=ceiling, jobs=kept)
 
 
 def _by_resource(values: Iterable[float]) -> dict[str, JsonValue]:

@@ -80,7 +80,7 @@ import numpy as np
 import numpy.typing as npt
 from msgspec import Meta
 from msgspec.structs import replace
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from policies.common._oasis import (
     Column,
@@ -110,6 +110,7 @@ from policies.model import (
     Utility,
     convert,
 )
+from policies.protocols import StateValue
 
 STATE_KEY = "oasis"
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
@@ -247,30 +248,27 @@ class OasisState(Frozen, frozen=True):
     jobs: dict[str, Plan] = msgspec.field(default_factory=dict)
 
 
-def load_state(raw: JsonValue | None, slot_s: float | None = None) -> OasisState:
-    """The state as stored; empty when absent or unreadable.
+def load_state(raw: StateValue | None, slot_s: float | None = None) -> OasisState:
+    """The state as kept; empty when absent or unreadable.
 
-    Plans made with another slot length are dropped (their slot numbers mean other
-    times); the price bounds are kept.
+    As the commit returned it (a caller that keeps state in memory), or as the JSON
+    data it is stored as (validated). Plans made with another slot length are dropped
+    (their slot numbers mean other times); the price bounds are kept.
     """
     if raw is None:
         return OasisState(slot_s=slot_s)
-    try:
-        state = convert(raw, OasisState)
-    except msgspec.ValidationError:
-        # Unreadable state (an older format, a hand edit): start afresh rather than fail
-        # every decision; the snapshot still says what runs.
-        return OasisState(slot_s=slot_s)
+    if isinstance(raw, OasisState):
+        state = raw
+    else:
+        try:
+            state = convert(raw, OasisState)
+        except msgspec.ValidationError:
+            # Unreadable state (an older format, a hand edit): start afresh rather than
+            # fail every decision; the snapshot still says what runs.
+            return OasisState(slot_s=slot_s)
     if slot_s is not None and state.slot_s != slot_s:
         return replace(state, slot_s=slot_s, jobs={})
     return state
-
-
-def dump_state(state: OasisState) -> JsonValue:
-    """`state` as the JSON data it is stored as (lists, not tuples): a round trip through
-    msgspec's encoder, which is cheaper than walking the Structs in Python."""
-    dumped: JsonValue = msgspec.json.decode(msgspec.json.encode(state))
-    return dumped
 
 
 def plan_from_details(details: Mapping[str, object]) -> Plan | None:

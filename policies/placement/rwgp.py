@@ -58,7 +58,7 @@ from policies.learned.models import (
 from policies.learned.weights import Served, ServesModel
 from policies.model import Job, Node, ThroughputObservation
 from policies.placement.hetero_greedy import MIN_PRICE, ranked_plan
-from policies.protocols import Context, PlacementOutcome
+from policies.protocols import Context, PlacementOutcome, StateValue
 
 STATE_KEY = "rwgp"
 STATE_VERSION = 1
@@ -172,7 +172,7 @@ class RwgpParams(BaseModel):
     )
 
 
-def observations_of(state: JsonValue | None) -> MachineObservations:
+def observations_of(state: StateValue | None) -> MachineObservations:
     """The per-machine summaries kept under `rwgp`; empty when absent or unreadable."""
     nodes = state.get("nodes") if isinstance(state, dict) else None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -195,7 +195,9 @@ def observations_of(state: JsonValue | None) -> MachineObservations:
     return MachineObservations(mean, count)
 
 
-def learn_from(state: JsonValue | None, observations: Sequence[ThroughputObservation]) -> JsonValue:
+def learn_from(
+    state: StateValue | None, observations: Sequence[ThroughputObservation]
+) -> JsonValue:
     """Fold observations into the per-machine [weight, mean log factor] summaries."""
     known = observations_of(state)
     count, mean = dict(known.count), dict(known.mean)
@@ -259,7 +261,7 @@ class RwgpPlacement(ServesModel[DualAgentModel]):
         return policy
 
     def learn(
-        self, state: JsonValue | None, observations: Sequence[ThroughputObservation]
+        self, state: StateValue | None, observations: Sequence[ThroughputObservation]
     ) -> JsonValue:
         return learn_from(state, observations)
 

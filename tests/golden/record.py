@@ -49,6 +49,7 @@ from tests.golden.wire import (
     reclaim_request_from,
     snapshot_from,
     snapshot_json,
+    state_json,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -146,9 +147,7 @@ class Recorder:
 
     def __call__(self, snapshot: Snapshot, seed: int, decision_id: str) -> Decision:
         keys = self.inner.pipeline.state_keys
-        state_in = json.loads(
-            json.dumps({k: self.inner.state[k] for k in keys if k in self.inner.state})
-        )
+        state_in = state_json({k: self.inner.state[k] for k in keys if k in self.inner.state})
         decision = self.inner(snapshot, seed, decision_id)
         if self.rounds % CAPTURE_EVERY == 0 and len(self.decisions) < CAPTURES_PER_RUN:
             # The simulator asks for no explanations; the golden case keeps the whole
@@ -165,7 +164,9 @@ class Recorder:
                     "seed": seed,
                     "decision_id": decision_id,
                     "decision": decision_json(explained.decision),
-                    "state_after": {k: self.inner.state[k] for k in keys if k in self.inner.state},
+                    "state_after": state_json(
+                        {k: self.inner.state[k] for k in keys if k in self.inner.state}
+                    ),
                 }
             )
         self.rounds += 1
@@ -241,7 +242,7 @@ def _every_profile_on(
                 "seed": 3,
                 "decision_id": decision_id,
                 "decision": decision_json(outcome.decision),
-                "state_after": json.loads(json.dumps(outcome.state)),
+                "state_after": state_json(outcome.state),
             }
 
 

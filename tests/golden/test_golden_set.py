@@ -37,7 +37,13 @@ from tests.golden.record import (
     server_snapshot,
     wide_snapshot,
 )
-from tests.golden.wire import decision_json, reclaim_json, reclaim_request_from, snapshot_from
+from tests.golden.wire import (
+    decision_json,
+    reclaim_json,
+    reclaim_request_from,
+    snapshot_from,
+    state_json,
+)
 
 
 @cache
@@ -130,7 +136,7 @@ def test_every_golden_decision_is_reproduced(profile: str) -> None:
         assert same(got, case["decision"]), (
             f"{case['case']}: {_first_difference(got, case['decision'])}"
         )
-        after = {**case["state"], **outcome.state}
+        after = {**case["state"], **state_json(outcome.state)}
         assert same(after, case["state_after"]), f"{case['case']}: state differs"
 
 
@@ -152,7 +158,7 @@ def test_a_decision_without_explanations_is_the_golden_one_less_its_reasons(
         got = decision_json(outcome.decision)
         want = {**case["decision"], "explanations": [], "pending": []}
         assert same(got, want), f"{case['case']}: {_first_difference(got, want)}"
-        after = {**case["state"], **outcome.state}
+        after = {**case["state"], **state_json(outcome.state)}
         assert same(after, case["state_after"]), f"{case['case']}: state differs"
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from policies.decision import Decision
 from policies.model import Snapshot, decode, decode_snapshot, encode
+from policies.protocols import StateValue
 from policies.reclaim_models import ReclaimRequest, ReclaimResult
 
 
@@ -16,6 +18,11 @@ def snapshot_json(snapshot: Snapshot) -> Any:
 
 def decision_json(decision: Decision) -> Any:
     return json.loads(encode(decision))
+
+
+def state_json(state: Mapping[str, StateValue]) -> Any:
+    """Policy state as the service stores it (a commit may return a Struct)."""
+    return json.loads(encode(state))
 
 
 def reclaim_json(answer: ReclaimResult) -> Any:

@@ -12,11 +12,11 @@ from policies.decision import AdmissionResult, Decision, ScalingResult, Stage, V
 from policies.engine import Fallbacks, Pipeline, PolicyFault
 from policies.model import Job
 from policies.profiles import PolicyChoice, Profile, load_profiles
-from policies.protocols import AdmissionPolicy, Context, NoParams, StatefulPolicy
+from policies.protocols import AdmissionPolicy, Context, NoParams, StatefulPolicy, StateValue
 from policies.registry import PolicySpec, Registry, build_registry
 from tests.policies.builders import job, node, snap
 
-SEEN: list[dict[str, JsonValue]] = []
+SEEN: list[dict[str, StateValue]] = []
 
 
 class CountingAdmission:

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 
 import gpytorch
 import torch
-from pydantic import JsonValue
 
 from policies.learned.dual_agent.gp import EDGE_KINDS, MachineGp, graph_parts, inputs
 from policies.learned.dual_agent.network import DualAgentModel
 from policies.model import Node
 from policies.placement.rwgp import observations_of
+from policies.protocols import StateValue
 
 OBSERVED = EDGE_KINDS.index("observed_speed")
 OBSERVED_EDGE_WEIGHT = 0.01
@@ -38,7 +38,7 @@ whose observed speeds agree without outweighing the type and rack structure."""
 
 def fit_gp(
     model: DualAgentModel,
-    data: Sequence[tuple[Sequence[Node], JsonValue]],
+    data: Sequence[tuple[Sequence[Node], StateValue]],
     *,
     steps: int = 40,
     learning_rate: float = 0.05,
