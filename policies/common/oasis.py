@@ -90,6 +90,7 @@ from policies.common._oasis import (
     SlotRank,
     SlotSearch,
     UtilityCurve,
+    numpy_sum,
     price_bounds,
     programme_best_finish,
     programme_step,
@@ -756,11 +757,10 @@ class Market:
         self._cells = MarketCells(self.used, self.capacity, self._prices, self.free, self._touched)
         self._commits = 0
         self._tables: dict[tuple[object, ...], tuple[IntArray, SlotCosts]] = {}
-        # Per job shape (JobModel.shape), for this decision: its model, and the floor
-        # price of a second of its work (prices' floors are fixed for the decision).
+        # Per job shape (JobModel.shape), for this decision: its model, and what its
+        # searches read (prices' floors are fixed for the decision).
         self.models: dict[tuple[object, ...], JobModel] = {}
-        self.least_rates: dict[tuple[object, ...], float] = {}
-        self._slot_work: dict[tuple[object, ...], list[float]] = {}
+        self._figures: dict[tuple[object, ...], _Figures] = {}
         # The ranked form of the search (:meth:`ranked`): per slot, every resource of
         # every server and its rankings, made when a job first asks and kept in step by
         # `commit`; and per job shape, its `_Ladder` (or None).
@@ -814,15 +814,27 @@ class Market:
     def size(self) -> int:
         return len(self.node_ids)
 
-    def slot_work(self, model: JobModel) -> list[float]:
-        """Work a whole slot does at each of the job's counts (seconds at its request),
-        per job shape."""
-        work = self._slot_work.get(model.shape) if model.shape else None
-        if work is None:
+    def figures(self, model: JobModel) -> _Figures:
+        """What a search reads of the job's shape in this market, worked out once per
+        shape (and GPU memory, which the ladder reads): one lookup per search instead of
+        one per figure."""
+        key = (model.shape, model.job.gpu_memory_gb) if model.shape else None
+        found = self._figures.get(key) if key is not None else None
+        if found is None:
             work = (self.params.slot_s * model.speed).tolist()
-            if model.shape:
-                self._slot_work[model.shape] = work
-        return work
+            ladder = self.ladder(model)
+            found = _Figures(
+                work=work,
+                slowest=min([w for w in work if w > 0], default=0.0),
+                rate=_least_rate(self, model, work),
+                ladder=ladder,
+                costs_at_once=None
+                if ladder is None
+                else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
+            )
+            if key is not None:
+                self._figures[key] = found
+        return found
 
     def slot_end(self, t: int) -> float:
         """End of horizon slot `t` on the caller's clock."""
@@ -1140,6 +1152,19 @@ class _Ladder:
     width: int  # candidate servers the general form keeps: min(most, servers)
     counts: list[int]
     small: bytes | None  # servers whose GPUs have too little memory (1 per such server)
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What a search reads of a job shape in one market (:meth:`Market.figures`)."""
+
+    work: list[float]  # a whole slot's work at each count (seconds at the job's request)
+    slowest: float  # the least positive of `work` (0.0: no count makes progress)
+    rate: float  # the floor price of a second of work (:func:`_least_rate`)
+    ladder: _Ladder | None  # the ranked form's figures (None: the table form)
+    # Not the market's `ranked` for the ladder: the market holds these figures, and
+    # they would hold it back (a cycle left for the collector after every decision).
+    costs_at_once: Callable[[Sequence[tuple[int, int, float]]], list[float]] | None
 
 
 def _ranked_costs(
@@ -1479,22 +1504,13 @@ def _blocks(horizon: int) -> list[tuple[int, int]]:
     return out
 
 
-def least_cost(market: Market, model: JobModel) -> float:
-    """A lower bound of any schedule's cost: the work done at the floor prices.
+def _least_rate(market: Market, model: JobModel, work: Sequence[float]) -> float:
+    """The floor price of a second of the job's work at its most frugal count (`work`:
+    a whole slot's work at each count).
 
-    Prices never fall below L, so each unit of work costs at least the floor price of
-    what the most frugal worker count holds per unit of progress.
-    """
-    rate = market.least_rates.get(model.shape) if model.shape else None
-    if rate is None:
-        rate = _least_rate(market, model)
-        if model.shape:
-            market.least_rates[model.shape] = rate
-    return model.remaining_s * rate
-
-
-def _least_rate(market: Market, model: JobModel) -> float:
-    """The floor price of a second of the job's work at its most frugal count.
+    A lower bound of any schedule's cost is the job's work at this rate: prices never
+    fall below L, so each unit of work costs at least the floor price of what the most
+    frugal worker count holds per unit of progress.
 
     On plain floats: a job has a handful of counts, and NumPy's start-up per call costs
     more than the arithmetic. Each number is formed by the same operations in the same
@@ -1506,15 +1522,15 @@ def _least_rate(market: Market, model: JobModel) -> float:
     worker, server = model.worker_demand.tolist(), model.ps_demand.tolist()
     least = math.inf
     counts, servers = model.counts.tolist(), model.ps.tolist()
-    for count, ps, work in zip(counts, servers, market.slot_work(model), strict=True):
-        if work <= 0:
+    for count, ps, done in zip(counts, servers, work, strict=True):
+        if done <= 0:
             continue  # no progress at this count: no price per second of work
         held = 0.0
         for i, k in enumerate(needed):
             term = (count * worker[k] + ps * server[k]) * floor[k]
             held = term if i == 0 else held + term
         # Floor price per slot over the work a slot does: the price of a second of work.
-        least = min(least, held / max(work, _EPS))
+        least = min(least, held / max(done, _EPS))
     return least
 
 
@@ -1525,8 +1541,8 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     # Plain floats and ints: a job has a handful of counts, and NumPy's overhead on
     # arrays that small is most of the cost. The operations are NumPy's, one by one
     # (each rounds the same), so the units are the same.
-    full_work = market.slot_work(model)  # work of a whole slot at each count
-    slowest = min([w for w in full_work if w > 0], default=0.0)
+    figures = market.figures(model)
+    full_work, slowest = figures.work, figures.slowest  # a whole slot's work at each count
     if slowest <= 0:
         return Search(None, "it makes no progress at any worker count it accepts")
     # Units: a slot at the slowest count is 16 units, unless the job would need more
@@ -1541,12 +1557,13 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     full_list = [math.floor(w / unit + _EPS) for w in full_work]
     first_list = [math.floor(fraction * w / unit + _EPS) for w in full_work]
     submit = model.job.submit_time
-    floor_cost = least_cost(market, model)
+    # No schedule costs less than the work at the floor prices (the stop rule's bound).
+    floor_cost = model.remaining_s * figures.rate
 
     single = len(counts) == 1
     programme = _Programme(total) if not single else None
     one = OneCount(total) if single else None
-    ladder = market.ladder(model)
+    ladder = figures.ladder
     tables: list[tuple[int, SlotCosts]] = []
     walks: dict[int, list[tuple[int, int, float]]] = {}
     rows: Iterator[tuple[int, list[float] | FloatArray]]
@@ -1575,9 +1592,7 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         ladder,
         market.columns,
         None if ladder is None else partial(market.ranked, ladder),
-        None
-        if ladder is None
-        else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
+        figures.costs_at_once,
         market.horizon,
         _LOOPED_CELLS,
         fraction,
@@ -1665,7 +1680,8 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             completion=completion,
             completion_s=best_end,
             utility=value_at(best_end - submit),
-            cost=float(cost_by_resource.sum()),
+            # NumPy's sum of the three, without starting NumPy for it.
+            cost=numpy_sum(cost_by_resource.tolist(), _K),
             cost_by_resource=cost_by_resource,
             cells=cells,
             held=held,

@@ -743,4 +743,4 @@ def test_the_least_rate_is_what_the_array_formula_gives(seed: int) -> None:
     work = params.slot_s * model.speed
     held = worker_costs(use, market.floor)
     expected = np.where(work > 0, held / np.maximum(work, 1e-9), np.inf).min()
-    assert _least_rate(market, model) == float(expected)
+    assert _least_rate(market, model, work.tolist()) == float(expected)
