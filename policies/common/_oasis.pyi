@@ -97,33 +97,6 @@ def search_one_count(
     first_units: int,
     full_units: int,
 ) -> tuple[float, int, float, tuple[int, int] | None, bool]: ...
-def search_one_ranked(
-    one: OneCount,
-    search: SlotSearch,
-    first_units: int,
-    full_units: int,
-    ps: int,
-    names: ServerNames,
-    segment: Callable[..., _S],
-) -> tuple[
-    bool,
-    tuple[
-        list[_S],
-        tuple[
-            npt.NDArray[np.int64],
-            npt.NDArray[np.int64],
-            npt.NDArray[np.int64],
-            npt.NDArray[np.int64],
-        ],
-        npt.NDArray[np.float64],
-        npt.NDArray[np.float64],
-        float,
-        int,
-        float,
-        float,
-    ]
-    | None,
-]: ...
 def search_counts(
     programme: _Vector,
     search: SlotSearch,

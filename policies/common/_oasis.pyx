@@ -891,56 +891,6 @@ def search_one_count(
     return best_payoff, best_t, best_end, entry, stopped
 
 
-def search_one_ranked(
-    OneCount one,
-    SlotSearch search,
-    long long first_units,
-    long long full_units,
-    long long ps,
-    ServerNames names,
-    segment,
-):
-    """A job of one worker count on the ranked form, searched and its schedule laid out
-    in one call: :func:`search_one_count`, then what
-    :func:`policies.common.oasis.search_schedule` does with its answer, step for step:
-    the runs the programme backtracks from the best finish, in slot order, laid out by
-    :func:`ranked_layouts` (with `ps` parameter servers, placed on no node), their cost
-    (the cost per resource summed as NumPy sums it) and the utility at completion.
-
-    Returns (whether the utility stopped the search, None) when nothing finishes within
-    the horizon; else (that flag, (segments, cells, holds, cost per resource, cost,
-    completion slot, completion time, utility)).
-    """
-    best_payoff, best_t, best_end, entry, stopped = search_one_count(
-        one, search, None, first_units, full_units
-    )
-    if best_t < 0:
-        return stopped, None
-    runs = one.backtrack(best_t, entry)
-    completion = max(runs)
-    assert completion == best_t
-    segments, cells, holds, by_resource = ranked_layouts(
-        search.walks,
-        sorted(runs.items()),
-        search.counts,
-        [ps],
-        search.columns,
-        search.fraction,
-        search.demand,
-        names,
-        search.first_slot,
-        segment,
-    )
-    cdef double[::1] spent = by_resource
-    cdef double terms[MAX_KINDS]
-    cdef Py_ssize_t j, kinds = spent.shape[0]
-    for j in range(kinds):
-        terms[j] = spent[j]
-    cost = _sum(terms, kinds, kinds)
-    utility = search.utility.at(best_end - search.submit)
-    return stopped, (segments, cells, holds, by_resource, cost, completion, best_end, utility)
-
-
 cdef class ServerNames:
     """The market's servers by name: each one's node id, and its place among them in
     the order of their ids (a plan lists the nodes of a slot by id)."""

@@ -98,7 +98,6 @@ from policies.common._oasis import (
     ranked_layouts,
     search_counts,
     search_one_count,
-    search_one_ranked,
 )
 from policies.common.wording import counted
 from policies.model import (
@@ -1605,38 +1604,10 @@ def search_schedule(market: Market, model: JobModel) -> Search:
         within,
         walks,
     )
-    if one is not None and ladder is not None:
-        # One count on the ranked form (most jobs): the loop below for one count, then
-        # the schedule's runs, layouts, cost and utility as the end of this function
-        # works them out, in one compiled call (policies/common/_oasis.pyx).
-        stopped_by_value, found = search_one_ranked(
-            one, search, first_list[0], full_list[0], int(model.ps[0]), market.names, Segment
-        )
-        if found is None:
-            return _no_schedule(
-                market,
-                model,
-                stopped_by_value=stopped_by_value,
-                total=total,
-                full_units=full_list,
-                floor_cost=floor_cost,
-            )
-        segments, cells, held, cost_by_resource, cost, completion, completion_s, utility = found
-        return Search(
-            Schedule(
-                segments=tuple(segments),
-                completion=completion,
-                completion_s=completion_s,
-                utility=utility,
-                cost=cost,
-                cost_by_resource=cost_by_resource,
-                cells=cells,
-                held=held,
-            )
-        )
     if one is not None:
-        # One count on the table form: the loop of several counts below, step for step,
-        # for one count and compiled, reading `rows`.
+        # One count (most jobs): the loop of several counts below, step for step, for
+        # one count and compiled (policies/common/_oasis.pyx). On the ranked form it
+        # walks the slots itself; on the table form it reads `rows`.
         best_payoff, best_t, best_end, entry, stopped_by_value = search_one_count(
             one, search, rows, first_list[0], full_list[0]
         )
@@ -1683,14 +1654,14 @@ def search_schedule(market: Market, model: JobModel) -> Search:
                 break
 
     if best_t < 0:
-        return _no_schedule(
-            market,
-            model,
-            stopped_by_value=stopped_by_value,
-            total=total,
-            full_units=full_list,
-            floor_cost=floor_cost,
-        )
+        reason = _why_none(market, model, stopped_by_value, total, max(full_list))
+        if stopped_by_value and floor_cost > 0:
+            earliest = model.utility.value_at(market.slot_end(0) - submit)
+            reason = (
+                f"its utility ({earliest:.4g} at the earliest) cannot cover even the floor "
+                f"price of its work ({floor_cost:.4g}) before it could finish"
+            )
+        return Search(None, reason)
     runs = finishes.backtrack(best_t, entry)
     ordered = sorted(runs.items())
     if ladder is not None:
@@ -1716,26 +1687,6 @@ def search_schedule(market: Market, model: JobModel) -> Search:
             held=held,
         )
     )
-
-
-def _no_schedule(
-    market: Market,
-    model: JobModel,
-    *,
-    stopped_by_value: bool,
-    total: int,
-    full_units: list[int],
-    floor_cost: float,
-) -> Search:
-    """No schedule finishes within the horizon: why."""
-    if stopped_by_value and floor_cost > 0:
-        earliest = model.utility.value_at(market.slot_end(0) - model.job.submit_time)
-        return Search(
-            None,
-            f"its utility ({earliest:.4g} at the earliest) cannot cover even the floor "
-            f"price of its work ({floor_cost:.4g}) before it could finish",
-        )
-    return Search(None, _why_none(market, model, stopped_by_value, total, max(full_units)))
 
 
 def _curve(utility: Utility) -> UtilityCurve:
