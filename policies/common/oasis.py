@@ -758,14 +758,14 @@ class Market:
         self._commits = 0
         self._tables: dict[tuple[object, ...], tuple[IntArray, SlotCosts]] = {}
         # Per job shape (JobModel.shape), for this decision: its model, and what its
-        # searches read (prices' floors are fixed for the decision).
+        # searches read, the ranked form's ladder included (prices' floors are fixed for
+        # the decision).
         self.models: dict[tuple[object, ...], JobModel] = {}
         self._figures: dict[tuple[object, ...], _Figures] = {}
         # The ranked form of the search (:meth:`ranked`): per slot, every resource of
         # every server and its rankings, made when a job first asks and kept in step by
-        # `commit`; and per job shape, its `_Ladder` (or None).
+        # `commit`.
         self._columns: dict[int, Column] = {}
-        self._ladders: dict[tuple[object, ...], _Ladder | None] = {}
         self._small_flags: dict[float, bytes | None] = {}
 
     @classmethod
@@ -816,10 +816,9 @@ class Market:
 
     def figures(self, model: JobModel) -> _Figures:
         """What a search reads of the job's shape in this market, worked out once per
-        shape (and GPU memory, which the ladder reads): one lookup per search instead of
-        one per figure."""
-        key = (model.shape, model.job.gpu_memory_gb) if model.shape else None
-        found = self._figures.get(key) if key is not None else None
+        shape (:func:`_shape_key`): one lookup per search instead of one per figure."""
+        key = _shape_key(model)
+        found = self._figures.get(key)
         if found is None:
             work = (self.params.slot_s * model.speed).tolist()
             ladder = self.ladder(model)
@@ -832,8 +831,7 @@ class Market:
                 if ladder is None
                 else partial(_ranked_costs, counts=ladder.counts, width=ladder.width),
             )
-            if key is not None:
-                self._figures[key] = found
+            self._figures[key] = found
         return found
 
     def slot_end(self, t: int) -> float:
@@ -923,13 +921,7 @@ class Market:
         earlier in this decision reuses that table, recomputing only the slots a commit
         has touched since: each slot's layouts depend on that slot alone.
         """
-        arrays: tuple[object, ...] = model.shape or (
-            model.counts.tobytes(),
-            model.ps.tobytes(),
-            model.worker_demand.tobytes(),
-            model.ps_demand.tobytes(),
-        )
-        key = (arrays, model.job.gpu_memory_gb, start, stop)
+        key = (*_shape_key(model), start, stop)
         touched = self._touched[start:stop].copy()
         cached = self._tables.get(key)
         if cached is None:
@@ -1060,21 +1052,8 @@ class Market:
         needs some resource (most jobs): its workers then fill the servers in order of
         one worker's cost (ties by index), which a ranking of each slot's servers by
         that cost, kept in step with commits, gives without costing every server.
+        Searches read it once per shape, through :meth:`figures`.
         """
-        key: tuple[object, ...] = (
-            model.shape
-            or (
-                model.counts.tobytes(),
-                model.ps.tobytes(),
-                model.worker_demand.tobytes(),
-                model.ps_demand.tobytes(),
-            ),
-            model.job.gpu_memory_gb,
-        )
-        try:
-            return self._ladders[key]
-        except KeyError:
-            pass
         ladder: _Ladder | None = None
         # Plain floats and ints: a few numbers, which NumPy takes longer to start on.
         demand = tuple(model.worker_demand.tolist())
@@ -1089,7 +1068,6 @@ class Market:
                 counts=counts,
                 small=self._small_flags_for(model.job.gpu_memory_gb),
             )
-        self._ladders[key] = ladder
         return ladder
 
     def ranked(self, ladder: _Ladder, t: int) -> list[tuple[int, int, float]]:
@@ -1152,6 +1130,19 @@ class _Ladder:
     width: int  # candidate servers the general form keeps: min(most, servers)
     counts: list[int]
     small: bytes | None  # servers whose GPUs have too little memory (1 per such server)
+
+
+def _shape_key(model: JobModel) -> tuple[object, ...]:
+    """What a market keeps a job shape's figures and tables by: the fields its arrays
+    come from (or, for a model made without them, the arrays themselves) and its GPU
+    memory, which decides the servers it may use."""
+    arrays: tuple[object, ...] = model.shape or (
+        model.counts.tobytes(),
+        model.ps.tobytes(),
+        model.worker_demand.tobytes(),
+        model.ps_demand.tobytes(),
+    )
+    return (arrays, model.job.gpu_memory_gb)
 
 
 @dataclass(frozen=True, slots=True)
