@@ -44,7 +44,6 @@ import importlib
 import importlib.machinery
 import importlib.util
 import json
-import platform
 import statistics
 import sys
 import time
@@ -59,6 +58,7 @@ from evidence.runner import (
     add_json,
     add_quiet,
     command_line,
+    interpreter,
     machine,
     percentile,
     progress,
@@ -244,8 +244,7 @@ def render(cells: Sequence[Cell], iterations: int, repeat: int) -> str:
     )
     lines = [
         f"In-process decision time (`Pipeline.run`), {iterations} timed runs per cell and "
-        f"round, {repeat} round(s); Python {platform.python_version()} on "
-        f"{machine()}.",
+        f"round, {repeat} round(s); {interpreter()} on {machine()}.",
         "",
         *TABLE_HEADER,
         *(format_row(cell) for cell in cells),

@@ -24,7 +24,6 @@ or appending the section if needed), leaving every other section alone.
 from __future__ import annotations
 
 import cProfile
-import platform
 import pstats
 import re
 import sys
@@ -33,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from evidence.runner import ROOT, command_line, machine
+from evidence.runner import ROOT, command_line, interpreter, machine
 from policies.profiles import PolicyChoice, Profile
 from simulator.cluster import load_cluster
 from simulator.deciders import EngineDecider, shipped_profiles
@@ -163,7 +162,7 @@ def render(targets: list[Target], window: int, skip_profiles: bool) -> str:
         SECTION,
         "",
         "Regenerate with `.venv/bin/python -m evidence.bench_simulator --write docs/benchmarks.md`",
-        f"(machine: {machine()}, Python {platform.python_version()}; expect ±20 % between runs).",
+        f"(machine: {machine()}, {interpreter()}; expect ±20 % between runs).",
         "",
         f"### Targets: `{PHILLY}` on `philly.json` (640 GPUs), seed 0",
         "",

@@ -20,7 +20,7 @@ from evidence.bench_instructions import child_command, collected, objects, per_d
 from evidence.bench_instructions import main as count_instructions
 from evidence.bench_memory import rss_bytes, sample_points
 from evidence.generate_examples import WIDE_RANGES, wide_jobs_with_servers, widen_waiting_jobs
-from evidence.runner import EXAMPLES, over_seeds, percentile
+from evidence.runner import EXAMPLES, interpreter, over_seeds, percentile
 from policies.model import Snapshot, convert, decode_snapshot, snapshot_problems
 
 
@@ -46,6 +46,27 @@ def test_fit_exponent_needs_two_sizes() -> None:
 def test_percentile_interpolates_between_ranks() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == pytest.approx(4.6)
+
+
+def test_the_interpreter_is_named_with_how_its_core_is_linked(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.write_text(
+        "55d0c000-55d0c001 r--p 00000000 08:01 11 /opt/py/bin/python3.11\n"
+        "7f00c000-7f00c001 r-xp 00000000 08:01 12 /opt/py/lib/libpython3.11.so.1.0\n"
+        "7ffd0000-7ffd0001 rw-p 00000000 00:00 0 [stack]\n",
+        encoding="utf-8",
+    )
+    linked_in = tmp_path / "linked-in"
+    linked_in.write_text(
+        "55d0c000-55d0c001 r--p 00000000 08:01 11 /usr/bin/python3.11\n"
+        "7f00c000-7f00c001 r-xp 00000000 08:01 13 /usr/lib/libm.so.6\n",
+        encoding="utf-8",
+    )
+    assert interpreter(shared).endswith(", libpython shared")
+    assert interpreter(linked_in).endswith(", libpython in the executable")
+    # Where the process's mappings cannot be read, the version alone.
+    assert "libpython" not in interpreter(tmp_path / "absent")
+    assert interpreter(tmp_path / "absent").startswith("CPython 3.")
 
 
 def _cell(profile: str, snapshot: str, *rounds: list[float]) -> Cell:
