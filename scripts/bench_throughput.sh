@@ -55,6 +55,9 @@ server_cpu_ticks() {
   echo "$total"
 }
 
+# The interpreter and how its core is linked: its build moves these figures (docs/benchmarks.md).
+echo "# $("$venv_bin/python" -c 'from evidence.runner import interpreter; print(interpreter())')"
+
 for workers in $workers_list; do
   port="$("$venv_bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
   rm -f "$workdir/arbiter.db"
