@@ -26,6 +26,14 @@ each shared object's own code are summed off it (:func:`objects`), and the two
 children's sums (the interpreter, NumPy, the C library, …) are differenced the same
 way: which machinery a decision's instructions run in.
 
+With `--through-app` each child instead sends decision requests (`{"profile": …,
+"snapshot": …}`, default snapshot `examples/small.json`) through the service's ASGI
+application, built by `create_app` on embedded defaults in a temporary folder, on an
+event loop of its own, without sockets: a request's decoding, checks, decision,
+encoding, logging hand-off and the framework's layers, as one worker serves it. Only
+the requesting thread is counted (callgrind's `--separate-threads`), and the decision
+log's writer is held back for the run, so the count is the request path's own.
+
 Instructions are not time: a NumPy call on many cells, a cache miss and a branch
 mispredicted all cost differently. They decide whether a change of the interpreted
 code did less work, which is what the speed work's exact, behaviour-preserving changes
@@ -46,11 +54,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evidence.runner import ROOT, add_json, add_quiet, command_line, progress, write_json
 
 DEFAULT_PROFILES = ("fifo", "sjf", "srtf", "tiresias", "drf", "optimus")
 DEFAULT_SNAPSHOT = ROOT / "examples" / "large.json"
+DEFAULT_REQUEST_SNAPSHOT = ROOT / "examples" / "small.json"
 WARM_UP = 2
 COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
 SHOWN_OBJECTS = 6
@@ -120,12 +130,15 @@ def child_command(
     snapshot: Path,
     decisions: int,
     out: Path | None = None,
+    *,
+    through_app: bool = False,
 ) -> list[str]:
     """The callgrind run of one child; its profile goes to `out`, or nowhere when only
-    the total counts."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
+    the total counts. Through the app, one profile per thread, `out` its prefix."""
+    command = ["valgrind", "--tool=callgrind"]
+    if through_app:
+        command += ["--separate-threads=yes"]
+    command += [
         f"--callgrind-out-file={out or os.devnull}",
         sys.executable,
         "-m",
@@ -135,25 +148,45 @@ def child_command(
         str(snapshot),
         str(decisions),
     ]
+    if through_app:
+        command += ["--through-app"]
     if checkout is not None:
         command += ["--checkout", str(checkout)]
     return command
 
 
+SUMMARY = re.compile(r"^(?:summary|totals): (\d+)", re.MULTILINE)
+
+
+def first_thread(prefix: Path) -> int:
+    """The instructions of a run's first thread (the one that sent the requests), read
+    off callgrind's per-thread profile `<prefix>-01`."""
+    found = SUMMARY.findall(Path(f"{prefix}-01").read_text())
+    if not found:
+        raise RuntimeError(f"no total in callgrind's profile {prefix}-01")
+    return int(found[0])
+
+
 def count(
-    checkout: Path | None, profile: str, snapshot: Path, decisions: int, by_object: bool = False
+    checkout: Path | None,
+    profile: str,
+    snapshot: Path,
+    decisions: int,
+    by_object: bool = False,
+    *,
+    through_app: bool = False,
 ) -> tuple[float, dict[str, float] | None]:
     """One decision's instructions: two children under callgrind, in parallel; with
     `by_object`, also its own instructions per shared object (the difference of the two
-    children's profiles)."""
+    children's profiles); `through_app`, a request's, on the thread that sends it."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
 
     with tempfile.TemporaryDirectory() as folder:
 
         def total(n: int) -> tuple[int, Counter[str]]:
-            out = Path(folder) / f"callgrind.{n}" if by_object else None
+            out = Path(folder) / f"callgrind.{n}" if by_object or through_app else None
             done = subprocess.run(
-                child_command(checkout, profile, snapshot, n, out),
+                child_command(checkout, profile, snapshot, n, out, through_app=through_app),
                 cwd=ROOT,
                 env=env,
                 capture_output=True,
@@ -162,6 +195,9 @@ def count(
             )
             if done.returncode != 0:
                 raise RuntimeError(f"child for {profile} failed:\n{done.stderr[-4000:]}")
+            if through_app:
+                assert out is not None
+                return first_thread(out), Counter[str]()
             shares = objects(out.read_text()) if out is not None else Counter[str]()
             return collected(done.stderr), shares
 
@@ -194,12 +230,89 @@ def child(profile: str, snapshot: Path, decisions: int, checkout: Path | None) -
         pipeline.run(decoded, state=None, seed=0, decision_id="bench-instructions")
 
 
+def child_through_app(profile: str, snapshot: Path, requests: int) -> None:
+    """What runs under callgrind with `--through-app`: the service on embedded defaults,
+    warm-up requests, then `requests` more, each answered 200."""
+    import asyncio  # noqa: PLC0415 - the child's own needs
+    import json  # noqa: PLC0415
+
+    from fastapi.testclient import TestClient  # noqa: PLC0415
+
+    from app.main import create_app  # noqa: PLC0415
+    from app.settings import Settings  # noqa: PLC0415
+
+    body = json.dumps(
+        {"profile": profile, "snapshot": json.loads(snapshot.read_bytes())},
+        separators=(",", ":"),
+    ).encode()
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+    async def one(app: Any) -> None:
+        sent: list[dict[str, Any]] = []
+        given = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal given
+            if given:
+                await asyncio.Event().wait()  # no disconnect while the answer is made
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/decisions",
+            "raw_path": b"/v1/decisions",
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 50000),
+            "state": {},
+        }
+        await app(scope, receive, send)
+        if sent[0]["status"] != 200:
+            raise RuntimeError(f"a request was answered {sent[0]['status']}: {sent[1:]}")
+
+    async def run(app: Any) -> None:
+        for _ in range(WARM_UP * 10):
+            await one(app)
+        gc.collect()
+        for _ in range(requests):
+            await one(app)
+
+    with tempfile.TemporaryDirectory() as folder:
+        settings = Settings(
+            database_url=f"sqlite:///{Path(folder) / 'arbiter.db'}",
+            redis_url=None,
+            spill_dir=Path(folder) / "spill",
+            # The writer waits past the run: the count is the request thread's own work.
+            log_flush_interval_s=3600.0,
+            log_batch_size=1_000_000,
+        )
+        app = create_app(settings)
+        with TestClient(app):  # the lifespan: services, the log, gc.freeze()
+            asyncio.run(run(app))
+            # Not the shutdown's flush of what was held back: it is no request's work.
+            os._exit(0)
+
+
 def render(counts: Sequence[Count], checkout: Path | None) -> str:
     here = {c.profile: c for c in counts if c.checkout == "this checkout"}
     lines = []
     if checkout is None:
         lines += ["| profile | instructions per decision (millions) |", "|---|---:|"]
-        lines += [f"| {c.profile} | {c.per_decision / 1e6:,.1f} |" for c in here.values()]
+        lines += [f"| {c.profile} | {c.per_decision / 1e6:,.2f} |" for c in here.values()]
     else:
         lines += [
             f"| profile | `{checkout}` (millions) | this checkout (millions) | change |",
@@ -238,7 +351,7 @@ def render_objects(counts: Sequence[Count]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_line(__doc__)
     parser.add_argument("--profiles", default=",".join(DEFAULT_PROFILES))
-    parser.add_argument("--snapshot", type=Path, default=DEFAULT_SNAPSHOT)
+    parser.add_argument("--snapshot", type=Path, default=None)
     parser.add_argument(
         "--decisions", type=int, default=10, help="decisions counted per run (default 10)"
     )
@@ -250,16 +363,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also split each decision's instructions by shared object",
     )
+    parser.add_argument(
+        "--through-app",
+        action="store_true",
+        help="count a decision request sent through the service's application instead "
+        "(default snapshot examples/small.json)",
+    )
     parser.add_argument("--child", nargs=3, metavar=("PROFILE", "SNAPSHOT", "N"), help="(internal)")
     add_json(parser)
     add_quiet(parser)
     args = parser.parse_args(argv)
     if args.child is not None:
         profile, snapshot, n = args.child
-        child(profile, Path(snapshot), int(n), args.checkout)
+        if args.through_app:
+            child_through_app(profile, Path(snapshot), int(n))
+        else:
+            child(profile, Path(snapshot), int(n), args.checkout)
         return 0
     if args.decisions < 1:
         parser.error("argument --decisions: must be 1 or more")
+    if args.through_app and (args.checkout is not None or args.by_object):
+        parser.error("--through-app counts this checkout's service alone, as a whole")
+    if args.snapshot is None:
+        args.snapshot = DEFAULT_REQUEST_SNAPSHOT if args.through_app else DEFAULT_SNAPSHOT
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not on the PATH (Debian: apt-get install valgrind)")
     say = progress(args.quiet)
@@ -272,9 +398,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, checkout in sides:
             say(f"{profile}, {name}: two runs under callgrind")
             figure, shares = count(
-                checkout, profile, args.snapshot.resolve(), args.decisions, args.by_object
+                checkout,
+                profile,
+                args.snapshot.resolve(),
+                args.decisions,
+                args.by_object,
+                through_app=args.through_app,
             )
             counts.append(Count(profile, name, figure, args.decisions, shares))
+    if args.through_app:
+        print(f"Per decision request through the application, `{args.snapshot.name}`:")
     print(render(counts, args.checkout))
     if args.by_object:
         print()

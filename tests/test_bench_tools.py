@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,13 @@ import pytest
 from evidence.bench import histogram_quantile
 from evidence.bench_engine import Cell, format_row, measure, parse_args, target_status
 from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
-from evidence.bench_instructions import child_command, collected, objects, per_decision
+from evidence.bench_instructions import (
+    child_command,
+    collected,
+    first_thread,
+    objects,
+    per_decision,
+)
 from evidence.bench_instructions import main as count_instructions
 from evidence.bench_memory import rss_bytes, sample_points
 from evidence.generate_examples import WIDE_RANGES, wide_jobs_with_servers, widen_waiting_jobs
@@ -224,6 +232,45 @@ def test_each_count_runs_one_child_under_callgrind_with_its_checkout() -> None:
 def test_a_child_asked_for_its_profile_writes_it_where_it_is_told(tmp_path: Path) -> None:
     command = child_command(None, "oasis", EXAMPLES / "large.json", 3, tmp_path / "cg.3")
     assert command[2] == f"--callgrind-out-file={tmp_path / 'cg.3'}"
+
+
+def test_a_request_through_the_app_is_counted_on_the_thread_that_sends_it(
+    tmp_path: Path,
+) -> None:
+    command = child_command(
+        None, "fifo", EXAMPLES / "small.json", 5, tmp_path / "cg", through_app=True
+    )
+    assert "--separate-threads=yes" in command
+    assert command[-1] == "--through-app"
+    # One profile per thread: the first thread's total is the sender's.
+    (tmp_path / "cg-01").write_text("events: Ir\nsummary: 4051000\n", encoding="utf-8")
+    (tmp_path / "cg-02").write_text("events: Ir\nsummary: 999999999\n", encoding="utf-8")
+    assert first_thread(tmp_path / "cg") == 4_051_000
+    (tmp_path / "empty-01").write_text("events: Ir\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="no total"):
+        first_thread(tmp_path / "empty")
+
+
+def test_a_request_through_the_app_is_answered_by_the_child() -> None:
+    # The child's own run, without callgrind: a few requests, each answered 200 (it
+    # raises otherwise), and the process ends at once, not through the shutdown.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evidence.bench_instructions",
+            "--child",
+            "fifo",
+            str(EXAMPLES / "small.json"),
+            "2",
+            "--through-app",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_own_instructions_are_summed_per_shared_object() -> None:
