@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -68,5 +69,9 @@ AdminDep = Annotated[None, Depends(require_admin)]
 
 def caller_of(request: Request) -> str | None:
     """The caller `ARBITER_API_TOKENS` names for this request (None without tokens)."""
-    caller = getattr(request.state, "caller", None)
+    # Read off the request's state, where ApiTokenMiddleware puts it: asking Starlette's
+    # `request.state` for an attribute it lacks raises and catches an exception, on
+    # every request of a service without tokens.
+    state = request.scope.get("state")
+    caller = state.get("caller") if isinstance(state, Mapping) else None
     return caller if isinstance(caller, str) else None

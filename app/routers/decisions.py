@@ -3,11 +3,11 @@
 Bodies are read raw and validated straight from JSON (DESIGN §8: decoding is
 most of a decision's cost); the OpenAPI request schema is declared explicitly
 so generated clients still see the full snapshot model. The body is read on the
-event loop. A small body under a stateless profile (`ARBITER_INLINE_MAX_BYTES`, 64 KiB
-by default: `examples/small.json` is 16 KB) is decoded and decided right there, which
-costs less than the hop to a thread; anything larger, and every stateful profile (whose
-cluster lock may be held by a slow round), runs on a decision thread
-(:mod:`app.threads`), so that a slow decision never holds the loop.
+event loop. A small body (`ARBITER_INLINE_MAX_BYTES`, 64 KiB by default:
+`examples/small.json` is 16 KB) is decoded there, once, and under a stateless profile
+decided there too, which costs less than the hop to a thread; a stateful profile's
+decision (whose cluster lock may be held by a slow round) and every larger body run on a
+decision thread (:mod:`app.threads`), so that a slow decision never holds the loop.
 
 The hot path skips FastAPI's request handling: each endpoint below is a plain
 `async def (request)`, registered twice with the same function: as a FastAPI route,
@@ -82,10 +82,17 @@ async def _answer(request: Request, stage: Stage | None) -> Response:
     except ClientDisconnect:
         return Response(status_code=400)  # the caller is gone; nobody reads this
     caller = caller_of(request)
-    if decisions.runs_inline(body):
-        encoded = decisions.decide(body, stage, caller)
-    else:
+    if len(body) > decisions.inline_max_bytes:
+        # Decoded on a decision thread too: a large snapshot takes milliseconds to read.
         encoded = await services.threads.run(decisions.decide, body, stage, caller)
+    else:
+        # Read once, here: a bad body is answered at once, and the profile says where
+        # the decision runs.
+        read = decisions.read(body, stage)
+        if decisions.runs_inline(read, body):
+            encoded = decisions.answer(read, body, caller)
+        else:
+            encoded = await services.threads.run(decisions.answer, read, body, caller)
     return Response(encoded, media_type="application/json")
 
 

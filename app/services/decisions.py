@@ -146,10 +146,16 @@ TRIM_AFTER_BYTES = 256 * 1024
 """A request at least this large leaves enough freed heap behind to be worth a trim."""
 
 
-class _ProfileOnly(msgspec.Struct):
-    """A request body's `profile`, the rest skipped: which pipeline a body asks for."""
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """A decision request decoded from its body (:meth:`DecisionService.read`), to be
+    decided where the router chooses: on the event loop or on a decision thread."""
 
-    profile: str = ""
+    request: DecisionRequest | StageDecisionRequest
+    stages: Sequence[Stage] | None
+    endpoint: str
+    stateful: bool  # its profile keeps state per cluster (a round waits for its lock)
+    read_s: float  # seconds the decode and its checks took
 
 
 @dataclass(frozen=True)
@@ -565,25 +571,9 @@ class DecisionService:
             raise NotFoundError(f"unknown profile {profile!r}; known: {known}")
         return pipeline
 
-    def runs_inline(self, body: bytes) -> bool:
-        """Whether `body` is cheap enough to decide on the caller's thread (the event loop).
-
-        Only a body of at most `inline_max_bytes` under a stateless profile: a stateful
-        round waits for its cluster's lock, which a slow round may hold, and a large
-        snapshot takes tens of milliseconds or more. A body that is not a decision request
-        is answered with its error at once.
-        """
-        if len(body) > self.inline_max_bytes:
-            return False
-        try:
-            profile = msgspec.json.decode(body, type=_ProfileOnly).profile
-        except msgspec.MsgspecError:
-            return True
-        pipeline = self.pipelines.get(profile)
-        return pipeline is None or not pipeline.state_keys
-
-    def decide(self, body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
-        """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
+    def read(self, body: bytes, stage: Stage | None = None) -> ReadRequest:
+        """A decision request's body decoded and validated, its profile known (a 404
+        otherwise, before any semantic 422); how long that took rides along."""
         started = time.perf_counter()
         request: DecisionRequest | StageDecisionRequest
         stages: Sequence[Stage] | None
@@ -593,15 +583,42 @@ class DecisionService:
         else:
             request = decode_body(body, StageDecisionRequest)
             stages, endpoint = [stage], f"decisions/{stage.value}"
-        self.pipeline(request.profile)  # an unknown profile is a 404 before any 422
+        pipeline = self.pipeline(request.profile)  # an unknown profile is a 404 before any 422
+        return ReadRequest(
+            request=request,
+            stages=stages,
+            endpoint=endpoint,
+            stateful=bool(pipeline.state_keys),
+            read_s=time.perf_counter() - started,
+        )
+
+    def runs_inline(self, read: ReadRequest, body: bytes) -> bool:
+        """Whether a request is cheap enough to decide on the caller's thread (the event
+        loop): a body of at most `inline_max_bytes` under a stateless profile. A stateful
+        round waits for its cluster's lock, which a slow round may hold, and a large
+        snapshot takes tens of milliseconds or more."""
+        return len(body) <= self.inline_max_bytes and not read.stateful
+
+    def decide(self, body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
+        """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
+        return self.answer(self.read(body, stage), body, caller)
+
+    def answer(self, read: ReadRequest, body: bytes, caller: str | None = None) -> bytes:
+        """Decide a request :meth:`read` from `body`; return the decision as JSON bytes.
+
+        Its latency (the metric, the log) counts the read and what follows it, not the
+        wait for a decision thread in between.
+        """
+        started = time.perf_counter() - read.read_s
+        request = read.request
         check_snapshot(request.snapshot, self.limits)
         _, encoded = self.decide_snapshot(
             request.profile,
             request.snapshot,
-            stages,
+            read.stages,
             seed=request.seed,
             caller=caller,
-            endpoint=endpoint,
+            endpoint=read.endpoint,
             started=started,
             logged_snapshot=raw_snapshot(body),
         )

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.services.decisions import DecisionService
+from app.services.decisions import DecisionService, ReadRequest
 from app.settings import Settings
 from policies.decision import Stage
 from tests.api.conftest import small_snapshot
@@ -32,14 +32,22 @@ def recorded(
     threads: list[str] = []
     with TestClient(create_app(settings)) as client:
         service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
-        decide = service.decide
-
-        def recording(body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
-            threads.append(threading.current_thread().name)
-            return decide(body, stage, caller)
-
-        monkeypatch.setattr(service, "decide", recording)
+        _record_where_decisions_run(service, threads, monkeypatch)
         yield client, threads
+
+
+def _record_where_decisions_run(
+    service: DecisionService, threads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Note the thread of each decision: `answer` decides, whether the router calls it
+    with a body it read itself or through `decide`."""
+    answer = service.answer
+
+    def recording(read: ReadRequest, body: bytes, caller: str | None = None) -> bytes:
+        threads.append(threading.current_thread().name)
+        return answer(read, body, caller)
+
+    monkeypatch.setattr(service, "answer", recording)
 
 
 def _post(client: TestClient, profile: str, snapshot: object, path: str = "/v1/decisions") -> None:
@@ -66,6 +74,27 @@ def test_a_stateful_profile_runs_on_a_decision_thread_however_small(
     assert threads[0].startswith(WORKER_THREAD)
 
 
+def test_a_small_body_is_read_once_on_the_event_loop_whatever_its_profile(
+    recorded: tuple[TestClient, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, threads = recorded
+    service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
+    reads: list[str] = []
+    read = service.read
+
+    def recording(body: bytes, stage: Stage | None = None) -> ReadRequest:
+        reads.append(threading.current_thread().name)
+        return read(body, stage)
+
+    monkeypatch.setattr(service, "read", recording)
+    _post(client, "oasis", small_snapshot())
+    # Read once, on the loop; decided on a thread, as a stateful profile must be.
+    assert len(reads) == 1
+    assert not reads[0].startswith(WORKER_THREAD)
+    assert len(threads) == 1
+    assert threads[0].startswith(WORKER_THREAD)
+
+
 def test_a_body_over_the_inline_limit_runs_on_a_decision_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -78,13 +107,7 @@ def test_a_body_over_the_inline_limit_runs_on_a_decision_thread(
     threads: list[str] = []
     with TestClient(create_app(settings)) as client:
         service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
-        decide = service.decide
-
-        def recording(body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
-            threads.append(threading.current_thread().name)
-            return decide(body, stage, caller)
-
-        monkeypatch.setattr(service, "decide", recording)
+        _record_where_decisions_run(service, threads, monkeypatch)
         _post(client, "fifo", small_snapshot())
     assert len(threads) == 1
     assert threads[0].startswith(WORKER_THREAD)

@@ -215,6 +215,27 @@ def test_oversized_chunked_body_is_413(client: TestClient) -> None:
     assert response.json()["error"] == "body_too_large"
 
 
+def test_a_chunked_body_is_counted_whatever_length_it_declares(client: TestClient) -> None:
+    # Transfer-Encoding overrides Content-Length: a small declared length does not let a
+    # large chunked body through uncounted.
+    snapshot = small_snapshot()
+    snapshot["jobs"] += [{"id": f"pad-{i}", "workers": 1, "model": "x" * 200} for i in range(400)]
+    body = orjson.dumps({"profile": "fifo", "snapshot": snapshot})
+
+    response = client.post(
+        "/v1/decisions",
+        content=body,
+        headers={
+            "content-type": "application/json",
+            "content-length": "10",
+            "transfer-encoding": "chunked",
+        },
+    )
+
+    assert response.status_code == 413
+    assert response.json()["error"] == "body_too_large"
+
+
 def test_a_wrong_value_in_truncated_json_is_422_naming_both(client: TestClient) -> None:
     body = b'{"profile": "fifo", "snapshot": {"nodes": [{"id": "n0", "gpus": -1'
 
