@@ -57,6 +57,28 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self._decided: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+
+    def decided(self, profile: str, endpoint: str, seconds: float, *, fell_back: bool) -> None:
+        """Count a decision answered, by profile and endpoint, with the time it took and
+        whether a fallback heuristic answered it.
+
+        The labelled series are kept per (profile, endpoint): `labels` takes a lock and
+        builds its key on every call, which cost more than the counting itself on every
+        small request. Only answered decisions get here, so the profiles are known ones.
+        """
+        series = self._decided.get((profile, endpoint))
+        if series is None:
+            series = (
+                self.decisions.labels(profile, endpoint),
+                self.decision_seconds.labels(profile),
+            )
+            self._decided[(profile, endpoint)] = series
+        counted, timed = series
+        counted.inc()
+        timed.observe(seconds)
+        if fell_back:
+            self.fallbacks.labels(profile).inc()
 
     def watch_log(self, stats: Callable[[], Mapping[str, object]]) -> None:
         """Expose the decision log's counters as gauges read at scrape time."""

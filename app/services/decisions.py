@@ -672,10 +672,7 @@ class DecisionService:
             raise PolicyFailedError(str(fault)) from fault
         encoded = encode(decision)
         elapsed = time.perf_counter() - started
-        self.metrics.decisions.labels(profile, endpoint).inc()
-        self.metrics.decision_seconds.labels(profile).observe(elapsed)
-        if decision.fallback is not None:
-            self.metrics.fallbacks.labels(profile).inc()
+        self.metrics.decided(profile, endpoint, elapsed, fell_back=decision.fallback is not None)
         record = DecisionRecord(
             decision_id=decision.decision_id,
             cluster_id=decision.cluster_id,

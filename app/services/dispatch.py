@@ -85,10 +85,9 @@ class DispatchService:
         )
         encoded = encode(decision)
         elapsed = time.perf_counter() - started
-        self.metrics.decisions.labels(request.profile, "dispatch").inc()
-        self.metrics.decision_seconds.labels(request.profile).observe(elapsed)
-        if result.fallback is not None:
-            self.metrics.fallbacks.labels(request.profile).inc()
+        self.metrics.decided(
+            request.profile, "dispatch", elapsed, fell_back=result.fallback is not None
+        )
         self.log.submit_decision(
             DecisionRecord(
                 decision_id=decision.decision_id,

@@ -118,10 +118,7 @@ class ReclaimService:
         )
         encoded = encode(decision)
         elapsed = time.perf_counter() - started
-        self.metrics.decisions.labels(profile, "reclaim").inc()
-        self.metrics.decision_seconds.labels(profile).observe(elapsed)
-        if result.fallback is not None:
-            self.metrics.fallbacks.labels(profile).inc()
+        self.metrics.decided(profile, "reclaim", elapsed, fell_back=result.fallback is not None)
         self.log.submit_decision(
             DecisionRecord(
                 decision_id=decision.decision_id,

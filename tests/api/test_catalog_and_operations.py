@@ -6,7 +6,9 @@ import json
 import re
 
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 
+from app.metrics import Metrics
 from policies.registry import build_registry
 from simulator.deciders import EngineDecider, shipped_profiles
 from tests.api.conftest import small_snapshot
@@ -102,6 +104,26 @@ def test_metrics_count_decisions_by_profile(client: TestClient) -> None:
     assert 'arbiter_decisions_total{endpoint="decisions",profile="fifo"} 1.0' in text
     assert "arbiter_decision_seconds_bucket" in text
     assert "arbiter_log_written" in text
+
+
+def test_metrics_keep_counting_each_profile_and_endpoint_apart() -> None:
+    metrics = Metrics()
+    metrics.decided("fifo", "decisions", 0.001, fell_back=False)
+    metrics.decided("fifo", "decisions", 0.004, fell_back=True)
+    metrics.decided("fifo", "decisions/ordering", 0.002, fell_back=False)
+    metrics.decided("drf", "decisions", 0.5, fell_back=False)
+
+    text = generate_latest(metrics.registry).decode()
+
+    assert 'arbiter_decisions_total{endpoint="decisions",profile="fifo"} 2.0' in text
+    assert 'arbiter_decisions_total{endpoint="decisions/ordering",profile="fifo"} 1.0' in text
+    assert 'arbiter_decisions_total{endpoint="decisions",profile="drf"} 1.0' in text
+    # The time of every decision of a profile, whatever its endpoint.
+    assert 'arbiter_decision_seconds_count{profile="fifo"} 3.0' in text
+    assert 'arbiter_decision_seconds_sum{profile="fifo"} 0.007' in text
+    assert 'arbiter_decision_seconds_count{profile="drf"} 1.0' in text
+    assert 'arbiter_fallbacks_total{profile="fifo"} 1.0' in text
+    assert 'arbiter_fallbacks_total{profile="drf"}' not in text
 
 
 def test_openapi_is_complete_with_stable_operation_ids(client: TestClient) -> None:
