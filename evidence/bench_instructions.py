@@ -32,7 +32,9 @@ application, built by `create_app` on embedded defaults in a temporary folder, o
 event loop of its own, without sockets: a request's decoding, checks, decision,
 encoding, logging hand-off and the framework's layers, as one worker serves it. Only
 the requesting thread is counted (callgrind's `--separate-threads`), and the decision
-log's writer is held back for the run, so the count is the request path's own.
+log's writer is held back for the run, so the count is the request path's own. It is
+not exact to the instruction: a garbage collection runs on whichever thread allocates
+when its threshold passes, so runs of one commit can differ by a per cent or two.
 
 Instructions are not time: a NumPy call on many cells, a cache miss and a branch
 mispredicted all cost differently. They decide whether a change of the interpreted
