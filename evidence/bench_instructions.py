@@ -306,6 +306,8 @@ def child_through_app(profile: str, snapshot: Path, requests: int) -> None:
         with TestClient(app):  # the lifespan: services, the log, gc.freeze()
             asyncio.run(run(app))
             # Not the shutdown's flush of what was held back: it is no request's work.
+            # Exiting at once skips the folder's own clean-up, so it is done here.
+            shutil.rmtree(folder, ignore_errors=True)
             os._exit(0)
 
 

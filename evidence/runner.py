@@ -105,10 +105,10 @@ def machine() -> str:
 
 def interpreter(maps: Path = Path("/proc/self/maps")) -> str:
     """The interpreter the figures were taken with: its version and how its core is
-    linked. The same code runs about a tenth faster on an interpreter whose core is
+    linked. The same decisions took 12 to 18 % less time on an interpreter whose core is
     linked into the executable and built with profile-guided and link-time optimisation
-    (as Debian's) than on one that loads it as a shared library, built with
-    `./configure`'s defaults (docs/benchmarks.md, "The interpreter's build"). Whether
+    (Debian's) than on one that loads it as a shared library, built with `./configure`'s
+    defaults (docs/benchmarks.md, "The interpreter's build"). Whether
     an interpreter was built with those optimisations is not always recorded in it;
     the linkage is, in the libraries the process has mapped (Linux)."""
     name = f"{platform.python_implementation()} {platform.python_version()}"

@@ -87,12 +87,13 @@ async def _answer(request: Request, stage: Stage | None) -> Response:
         encoded = await services.threads.run(decisions.decide, body, stage, caller)
     else:
         # Read once, here: a bad body is answered at once, and the profile says where
-        # the decision runs.
+        # the decision runs. A stateful round waits for its cluster's lock, which a slow
+        # round may hold, so it never runs on the loop.
         read = decisions.read(body, stage)
-        if decisions.runs_inline(read, body):
-            encoded = decisions.answer(read, body, caller)
-        else:
+        if read.stateful:
             encoded = await services.threads.run(decisions.answer, read, body, caller)
+        else:
+            encoded = decisions.answer(read, body, caller)
     return Response(encoded, media_type="application/json")
 
 

@@ -592,13 +592,6 @@ class DecisionService:
             read_s=time.perf_counter() - started,
         )
 
-    def runs_inline(self, read: ReadRequest, body: bytes) -> bool:
-        """Whether a request is cheap enough to decide on the caller's thread (the event
-        loop): a body of at most `inline_max_bytes` under a stateless profile. A stateful
-        round waits for its cluster's lock, which a slow round may hold, and a large
-        snapshot takes tens of milliseconds or more."""
-        return len(body) <= self.inline_max_bytes and not read.stateful
-
     def decide(self, body: bytes, stage: Stage | None = None, caller: str | None = None) -> bytes:
         """Answer a decision request given as raw JSON; return the decision as JSON bytes."""
         return self.answer(self.read(body, stage), body, caller)
