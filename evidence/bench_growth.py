@@ -16,9 +16,11 @@ source, so a changed generator never serves a stale file.
 
 For each size, every profile's pipeline runs once to warm up, then `Pipeline.run` is
 timed up to `--iterations` times (default 5) or until `--budget-s` seconds are spent
-on the cell; the median is reported, with the median of `decode_snapshot` on the raw
-bytes beside it. Stateful profiles get an empty state every run. A profile whose
-median passes `--give-up-s` at one size is not run at larger ones. The growth exponent
+on the cell, each time on a snapshot decoded and checked afresh (not timed), as the
+service decides each request's; the median is reported, with the median of
+`decode_snapshot` on the raw bytes beside it. Stateful profiles get an empty state
+every run. A profile whose median passes `--give-up-s` at one size is not run at
+larger ones. The growth exponent
 is the least-squares slope of log(time) against log(jobs): 1 is linear, 2 quadratic.
 
 Output: a Markdown table (median ms per size, exponent per profile), a log-log plot
@@ -54,7 +56,7 @@ from evidence import generate_examples as generator
 from evidence.runner import ROOT, add_json, add_quiet, command_line, progress, write_json
 from policies.decision import Stage
 from policies.engine import Pipeline
-from policies.model import Snapshot, decode_snapshot
+from policies.model import Problem, Snapshot, decode_snapshot
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 
@@ -171,12 +173,16 @@ def snapshot_bytes(nodes: int, jobs: int, seed: int, cache_dir: Path | None) -> 
 
 def check_snapshot(raw: bytes, name: str) -> None:
     """Refuse a generated snapshot the service would reject (the engine assumes valid ones)."""
-    snapshot = decode_snapshot(raw)
-    find_problems = getattr(domain_model, "snapshot_problems", None)
-    problems = find_problems(snapshot) if find_problems is not None else []
+    problems = _problems(decode_snapshot(raw))
     if problems:
         listed = "; ".join(f"{p.path}: {p.message}" for p in problems[:5])
         raise SystemExit(f"{name}: generated snapshot has {len(problems)} problem(s): {listed}")
+
+
+def _problems(snapshot: Snapshot) -> list[Problem]:
+    """The service's semantic check of `snapshot` (none where the core has no such check)."""
+    find_problems = getattr(domain_model, "snapshot_problems", None)
+    return list(find_problems(snapshot)) if find_problems is not None else []
 
 
 # -- measurement ----------------------------------------------------------------------------------
@@ -193,13 +199,20 @@ def fit_exponent(jobs: Sequence[float], seconds: Sequence[float]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
-def timed_samples_ms(call: Callable[[], object], iterations: int, budget_s: float) -> list[float]:
-    """Up to `iterations` timed calls (at least one), stopping once `budget_s` is spent."""
+def timed_samples_ms(
+    call: Callable[..., object],
+    iterations: int,
+    budget_s: float,
+    fresh: Callable[[], object] | None = None,
+) -> list[float]:
+    """Up to `iterations` timed calls (at least one), stopping once `budget_s` is spent;
+    with `fresh`, each call is given an argument made by it just before, not timed."""
     samples: list[float] = []
     spent = 0.0
     while len(samples) < iterations and (not samples or spent < budget_s):
+        arguments = () if fresh is None else (fresh(),)
         started = time.perf_counter()
-        call()
+        call(*arguments)
         elapsed = time.perf_counter() - started
         spent += elapsed
         samples.append(elapsed * 1000.0)
@@ -313,7 +326,10 @@ def measure(
             partial(decode_snapshot, raw), max(iterations, DECODE_SAMPLES), budget_s
         )
         measured.append(size)
-        snapshot = decode_snapshot(raw)
+        # Each run decides a snapshot of its own, decoded and checked as the service has
+        # it: a snapshot keeps the lookups a decision builds on it (jobs by id, their
+        # positions), which no request finds already made.
+        fresh = partial(fresh_snapshot, raw)
         for name in profiles:
             line = series[name]
             if name in given_up:
@@ -323,23 +339,23 @@ def measure(
                     line.prefix_ms.append({})
                 continue
             progress(f"{nodes} nodes, {jobs} jobs: {name}")
-            decide = partial(_decide, pipelines[name], snapshot, seed)
-            decide()  # warm-up
+            decide = partial(_decide, pipelines[name], seed=seed)
+            decide(fresh())  # warm-up
             gc.collect()
-            samples = timed_samples_ms(decide, iterations, budget_s)
+            samples = timed_samples_ms(decide, iterations, budget_s, fresh)
             line.run_ms.append(samples)
             if stages:
                 line.prefix_ms.append(
                     prefix_stage_ms(
                         pipelines[name],
-                        snapshot,
+                        fresh,
                         seed,
                         full_ms=statistics.median(samples),
                         iterations=iterations,
                         budget_s=budget_s,
                     )
                 )
-                stats = profile_once(decide)
+                stats = profile_once(partial(decide, fresh()))
                 line.stage_s.append(stage_seconds(stats))
                 if largest or statistics.median(samples) > give_up_s * 1000:
                     line.top_functions = top_cumulative(stats)
@@ -347,6 +363,13 @@ def measure(
                 given_up.add(name)
                 progress(f"{name}: over {give_up_s:g} s at {jobs} jobs; larger sizes skipped")
     return measured, [series[name] for name in profiles]
+
+
+def fresh_snapshot(raw: bytes) -> Snapshot:
+    """`raw` decoded and checked, as the service has it when its engine runs."""
+    snapshot = decode_snapshot(raw)
+    _problems(snapshot)
+    return snapshot
 
 
 def _decide(
@@ -359,7 +382,7 @@ def _decide(
 
 def prefix_stage_ms(
     pipeline: Pipeline,
-    snapshot: Snapshot,
+    fresh: Callable[[], Snapshot],
     seed: int,
     *,
     full_ms: float,
@@ -377,7 +400,7 @@ def prefix_stage_ms(
     upto: list[float] = []
     for stage in ENGINE_ORDER[:-1]:
         samples = timed_samples_ms(
-            partial(_decide, pipeline, snapshot, seed, (stage,)), iterations, budget_s
+            partial(_decide, pipeline, seed=seed, stages=(stage,)), iterations, budget_s, fresh
         )
         upto.append(statistics.median(samples))
     upto.append(full_ms)

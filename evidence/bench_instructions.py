@@ -10,12 +10,13 @@ The number of instructions a decision executes does not drift: it is counted by
 Valgrind's callgrind tool (`valgrind` must be on the PATH; Debian's package
 `valgrind`), which runs the interpreter on a simulated CPU.
 
-For each profile and checkout, a child process decodes the snapshot (default
-`examples/large.json`), builds the profile's pipeline, makes two warm-up decisions and
-then `--decisions` more (default 10), each with an empty state, as `bench_engine`
-makes them. It runs twice under callgrind, once making none of the timed decisions:
-the difference of the two counts, divided by `--decisions`, is one decision's
-instructions (`Pipeline.run` alone; start-up and imports cancel). Hash randomisation
+For each profile and checkout, a child process builds the profile's pipeline, makes
+two warm-up decisions and then `--decisions` more (default 10), each with an empty
+state and on a snapshot (default `examples/large.json`) decoded and checked for it
+beforehand, as `bench_engine` makes them. It runs twice under callgrind, once making
+none of the counted decisions (but decoding and checking as many snapshots): the
+difference of the two counts, divided by `--decisions`, is one decision's
+instructions (`Pipeline.run` alone; start-up, imports and decoding cancel). Hash randomisation
 is off in the children, so the two runs take the same paths. Each count takes a minute
 or more (the imports alone run some 7 billion instructions under the simulated CPU);
 the two runs of a pair go in parallel, as instruction counts do not depend on what
@@ -134,9 +135,12 @@ def child_command(
     out: Path | None = None,
     *,
     through_app: bool = False,
+    prepared: int | None = None,
 ) -> list[str]:
     """The callgrind run of one child; its profile goes to `out`, or nowhere when only
-    the total counts. Through the app, one profile per thread, `out` its prefix."""
+    the total counts. Through the app, one profile per thread, `out` its prefix. With
+    `prepared`, the child decodes and checks that many snapshots before it counts, used
+    or not, so that the two children of a pair do the same work but the decisions."""
     command = ["valgrind", "--tool=callgrind"]
     if through_app:
         command += ["--separate-threads=yes"]
@@ -145,6 +149,10 @@ def child_command(
         sys.executable,
         "-m",
         "evidence.bench_instructions",
+    ]
+    if prepared is not None:
+        command += ["--prepared", str(prepared)]
+    command += [
         "--child",
         profile,
         str(snapshot),
@@ -188,7 +196,15 @@ def count(
         def total(n: int) -> tuple[int, Counter[str]]:
             out = Path(folder) / f"callgrind.{n}" if by_object or through_app else None
             done = subprocess.run(
-                child_command(checkout, profile, snapshot, n, out, through_app=through_app),
+                child_command(
+                    checkout,
+                    profile,
+                    snapshot,
+                    n,
+                    out,
+                    through_app=through_app,
+                    prepared=None if through_app else decisions,
+                ),
                 cwd=ROOT,
                 env=env,
                 capture_output=True,
@@ -213,8 +229,16 @@ def count(
     return per_decision(without, with_decisions, decisions), shares
 
 
-def child(profile: str, snapshot: Path, decisions: int, checkout: Path | None) -> None:
-    """What runs under callgrind: set-up, warm-up, then `decisions` decisions."""
+def child(
+    profile: str, snapshot: Path, decisions: int, checkout: Path | None, prepared: int = 0
+) -> None:
+    """What runs under callgrind: set-up, warm-up, then `decisions` decisions.
+
+    Each decision is made on a snapshot of its own, decoded and checked before the
+    decisions start (`prepared` of them, at least `decisions`), as the service decides
+    each request's on the snapshot it just decoded: a snapshot keeps the lookups a
+    decision builds on it, which a decision on one decided before would not build.
+    """
     from evidence.bench_engine import load_core  # noqa: PLC0415 - after --checkout is known
 
     core = load_core(checkout)
@@ -223,12 +247,19 @@ def child(profile: str, snapshot: Path, decisions: int, checkout: Path | None) -
     if profile not in known:
         raise SystemExit(f"unknown profile {profile!r}; known: {', '.join(sorted(known))}")
     pipeline = core.Pipeline.build(known[profile], registry)
-    decoded = core.decode_snapshot(snapshot.read_bytes())
+    raw = snapshot.read_bytes()
+
+    def fresh() -> Any:
+        decoded = core.decode_snapshot(raw)
+        core.check_snapshot(decoded)
+        return decoded
+
     for _ in range(WARM_UP):
-        pipeline.run(decoded, state=None, seed=0, decision_id="bench-instructions")
+        pipeline.run(fresh(), state=None, seed=0, decision_id="bench-instructions")
+    snapshots = [fresh() for _ in range(max(prepared, decisions))]
     gc.collect()
     gc.freeze()  # as the service does after start-up: set-up's objects stay out of collections
-    for _ in range(decisions):
+    for decoded in snapshots[:decisions]:
         pipeline.run(decoded, state=None, seed=0, decision_id="bench-instructions")
 
 
@@ -374,6 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default snapshot examples/small.json)",
     )
     parser.add_argument("--child", nargs=3, metavar=("PROFILE", "SNAPSHOT", "N"), help="(internal)")
+    parser.add_argument("--prepared", type=int, default=0, help="(internal)")
     add_json(parser)
     add_quiet(parser)
     args = parser.parse_args(argv)
@@ -382,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.through_app:
             child_through_app(profile, Path(snapshot), int(n))
         else:
-            child(profile, Path(snapshot), int(n), args.checkout)
+            child(profile, Path(snapshot), int(n), args.checkout, args.prepared)
         return 0
     if args.decisions < 1:
         parser.error("argument --decisions: must be 1 or more")

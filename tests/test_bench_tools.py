@@ -16,8 +16,22 @@ from pathlib import Path
 import pytest
 
 from evidence.bench import histogram_quantile
-from evidence.bench_engine import Cell, format_row, measure, parse_args, target_status
-from evidence.bench_growth import fit_exponent, growth_layout, parse_sizes, snapshot_bytes
+from evidence.bench_engine import (
+    Cell,
+    format_row,
+    fresh_snapshot,
+    measure,
+    parse_args,
+    target_status,
+    time_on_fresh_ms,
+)
+from evidence.bench_growth import (
+    fit_exponent,
+    growth_layout,
+    parse_sizes,
+    snapshot_bytes,
+    timed_samples_ms,
+)
 from evidence.bench_instructions import (
     child_command,
     collected,
@@ -227,6 +241,43 @@ def test_each_count_runs_one_child_under_callgrind_with_its_checkout() -> None:
     assert command[-4:] == ["--child", "tiresias", str(EXAMPLES / "large.json"), "10"]
     other = child_command(EXAMPLES.parent, "fifo", EXAMPLES / "small.json", 0)
     assert other[-2:] == ["--checkout", str(EXAMPLES.parent)]
+
+
+def test_each_timed_decision_gets_a_snapshot_made_for_it_before_the_clock_starts() -> None:
+    # A snapshot keeps the lookups a decision builds on it: timing decisions on one
+    # snapshot would skip work that every request's decision does.
+    made: list[object] = []
+    given: list[object] = []
+
+    def make() -> object:
+        made.append(object())
+        return made[-1]
+
+    samples = time_on_fresh_ms(given.append, make, 4)
+    assert len(samples) == 4
+    assert given == made
+    assert len({id(x) for x in given}) == 4
+    growth_given: list[object] = []
+    made.clear()
+    assert len(timed_samples_ms(growth_given.append, 3, 60.0, make)) == 3
+    assert growth_given == made
+
+
+def test_a_fresh_snapshot_is_decoded_and_checked_as_the_service_has_it() -> None:
+    raw = (EXAMPLES / "small.json").read_bytes()
+    first, second = fresh_snapshot(raw), fresh_snapshot(raw)
+    assert first == second
+    assert first is not second
+    assert "job_positions" not in first.__dict__  # no decision's lookups on it yet
+
+
+def test_both_children_of_a_pair_prepare_as_many_snapshots() -> None:
+    # The pair's difference is then the decisions alone, not their snapshots' decoding.
+    for n in (0, 10):
+        command = child_command(None, "fifo", EXAMPLES / "small.json", n, prepared=10)
+        at = command.index("--prepared")
+        assert command[at + 1] == "10"
+        assert command[-4:] == ["--child", "fifo", str(EXAMPLES / "small.json"), str(n)]
 
 
 def test_a_child_asked_for_its_profile_writes_it_where_it_is_told(tmp_path: Path) -> None:
