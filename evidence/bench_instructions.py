@@ -17,7 +17,8 @@ beforehand, as `bench_engine` makes them. It runs twice under callgrind, once ma
 none of the counted decisions (but decoding and checking as many snapshots): the
 difference of the two counts, divided by `--decisions`, is one decision's
 instructions (`Pipeline.run` alone; start-up, imports and decoding cancel). Hash randomisation
-is off in the children, so the two runs take the same paths. Each count takes a minute
+is off in the children, so the two runs take the same paths, and OpenBLAS runs one
+thread (its idle threads' spinning would be counted too). Each count takes a minute
 or more (the imports alone run some 7 billion instructions under the simulated CPU);
 the two runs of a pair go in parallel, as instruction counts do not depend on what
 else runs.
@@ -189,7 +190,10 @@ def count(
     """One decision's instructions: two children under callgrind, in parallel; with
     `by_object`, also its own instructions per shared object (the difference of the two
     children's profiles); `through_app`, a request's, on the thread that sends it."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # One BLAS thread: OpenBLAS's idle workers spin for a while before they sleep, and
+    # callgrind counts their instructions too, millions a decision that vary from run
+    # to run; the decisions' few matrix products are too small to be split anyway.
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
 
     with tempfile.TemporaryDirectory() as folder:
 
