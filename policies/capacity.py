@@ -24,12 +24,13 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from policies._capacity import CapacityCore
 from policies.common.wording import counted
-from policies.model import Assignment, Job, Node, Snapshot, encode
+from policies.model import Assignment, Job, Node, Snapshot
 
 
 class CapacityError(ValueError):
@@ -438,14 +439,15 @@ class _Layout:
     # their nodes (the nodes are kept, so those ids stay theirs): a caller that sends
     # the same Node objects round after round, as the simulator does, pays for the
     # layout once. A service decodes new nodes for each request, usually equal to the
-    # last request's: the same layouts are also kept by the nodes' JSON, which costs a
-    # fraction of building a layout (by timeit, 4 µs against 20 µs for the small
-    # example's 16 nodes, 0.11 ms against 0.35 ms for the large one's 512) and, unlike
-    # comparing the nodes, tells apart every value that could change what a decision
-    # says (-0.0 and 0.0 among them). Layouts never change (`short_of_gpu_memory` only
-    # remembers answers).
+    # last request's: the same layouts are also kept by the nodes' MessagePack encoding,
+    # which costs a fraction of building a layout and, unlike comparing the nodes, tells
+    # apart every value that could change what a decision says: a float is its eight
+    # bytes (-0.0 is not 0.0), an int is not a float. Not their JSON, which formats every
+    # float in decimal: by timeit on the large example's 512 nodes, 93 µs to encode and
+    # hash them as MessagePack against 172 µs as JSON, and a layout costs 0.35 ms.
+    # Layouts never change (`short_of_gpu_memory` only remembers answers).
     _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
-    _recent_by_json: ClassVar[dict[bytes, _Layout]] = {}
+    _recent_by_bytes: ClassVar[dict[bytes, _Layout]] = {}
     _recent_lock: ClassVar[threading.Lock] = threading.Lock()
     _KEEP: ClassVar[int] = 4
 
@@ -525,14 +527,14 @@ class _Layout:
             hit = cls._recent.get(key)
         if hit is not None:
             return hit[1]
-        as_json = encode(nodes)
+        as_bytes = msgspec.msgpack.encode(nodes)
         with cls._recent_lock:
-            layout = cls._recent_by_json.get(as_json)
+            layout = cls._recent_by_bytes.get(as_bytes)
         if layout is None:
             layout = cls(tuple(n for n in nodes if n.schedulable_for_training))
         with cls._recent_lock:
             _keep(cls._recent, key, (nodes, layout), cls._KEEP)
-            _keep(cls._recent_by_json, as_json, layout, cls._KEEP)
+            _keep(cls._recent_by_bytes, as_bytes, layout, cls._KEEP)
         return layout
 
 
