@@ -441,10 +441,13 @@ class _Round:
             key=_submit_time,
         )
         verdicts = self._admission(to_judge)
+        # `AdmissionResult.admitted` read as the comparison it makes, without a property
+        # call per judged job (hundreds a round on a large snapshot).
+        admit = Verdict.ADMIT
         admission = tuple(
             AdmissionEntry(
                 job_id=r.job_id,
-                admitted=r.admitted,
+                admitted=r.verdict is admit,
                 verdict=r.verdict,
                 reason=r.reason,
                 details=r.details,
@@ -457,7 +460,7 @@ class _Round:
         schedulable = [
             j
             for j in jobs
-            if j.state is not pending_state or j.admitted or verdict_of[j.id].admitted
+            if j.state is not pending_state or j.admitted or verdict_of[j.id].verdict is admit
         ]
         for r in verdicts:
             if r.verdict is Verdict.REJECT:

@@ -544,7 +544,9 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
             yield Problem(path=f"tenants[{i}].id", message=f"duplicate tenant id {tenant.id!r}")
         seen_tenants.add(tenant.id)
 
-    seen_jobs: set[str] = set()
+    # Each job's index, kept as it is checked: the snapshot's `job_positions`, which the
+    # orderings read, then need not be built again by the decision that follows.
+    positions: dict[str, int] = {}
     # Who holds each GPU, node by node. This walk runs on every snapshot the service is
     # sent, over every placement, so nodes are first checked a placement at a time: the
     # GPUs held on each as the bits of an int, and a placement that is in range, repeats
@@ -567,9 +569,9 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
         hi = job.max_workers
         if hi is None:
             hi = workers
-        if job_id in seen_jobs:
+        if job_id in positions:
             yield Problem(path=f"jobs[{i}].id", message=f"duplicate job id {job_id!r}")
-        seen_jobs.add(job_id)
+        positions[job_id] = i
         if lo > workers:
             yield Problem(
                 path=f"jobs[{i}].min_workers",
@@ -669,6 +671,8 @@ def _problems(s: Snapshot) -> Iterator[Problem]:
                         message=f"GPU {gpu} of node {node_id!r} is already used by job {holder!r}",
                     )
                 on_node[gpu] = job_id
+    # What `job_positions` computes (a repeated id keeps its last index, as there).
+    s.__dict__.setdefault("job_positions", positions)
 
     seen_requests: set[str] = set()
     for i, request in enumerate(s.inference.requests):

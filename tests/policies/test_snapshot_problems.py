@@ -151,3 +151,21 @@ def test_a_gpu_index_far_past_the_node_is_reported_as_out_of_range() -> None:
     assert problems == [
         ("jobs[0].placement[0].gpu_indices[1]", "node 'n0' has GPUs 0..7, not 1000000000000")
     ]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_check_leaves_each_jobs_position_as_the_snapshot_computes_it(seed: int) -> None:
+    # The check keeps each job's index as it goes, for the orderings' tie-break; it
+    # must be what `job_positions` computes, duplicates (the last index) included.
+    snapshot = _random_snapshot(random.Random(seed))
+    rng = random.Random(seed)
+    jobs = list(snapshot.jobs)
+    for _ in range(rng.randrange(3)):
+        jobs.insert(rng.randrange(len(jobs) + 1), rng.choice(jobs))  # a repeated id
+    checked = Snapshot(nodes=snapshot.nodes, jobs=tuple(jobs))
+    unchecked = Snapshot(nodes=snapshot.nodes, jobs=tuple(jobs))
+
+    snapshot_problems(checked)
+
+    assert "job_positions" in checked.__dict__
+    assert list(checked.job_positions.items()) == list(unchecked.job_positions.items())
