@@ -472,8 +472,10 @@ class _Round:
         ordering = Ordering(job_ids=())
         if Stage.ORDERING in self.stages:
             ordering = self._ordering(schedulable)
-            by_id = self.snapshot.jobs_by_id
-            ordered = [by_id[i] for i in ordering.job_ids]
+            # Each id's job by its position, which the snapshot's check (or the ordering's
+            # tie-break) has already worked out: no map of every job by id is built.
+            at, position = self.snapshot.jobs, self.snapshot.job_positions
+            ordered = [at[position[i]] for i in ordering.job_ids]
         scaling: list[ScalingResult] = []
         if Stage.SCALING in self.stages:
             scaling = self._scaling(ordered)
@@ -555,11 +557,10 @@ class _Round:
             in_order = _check_one_each(Stage.SCALING, p, [r.job_id for r in results], jobs)
             # Each result beside its job: paired in order when the answer is in service
             # order (as most policies answer), else looked up.
-            by_id = self.snapshot.jobs_by_id
             pairs = (
                 zip(results, jobs, strict=True)
                 if in_order
-                else ((r, by_id[r.job_id]) for r in results)
+                else ((r, self.snapshot.jobs_by_id[r.job_id]) for r in results)
             )
             for r, job in pairs:
                 # The requested count is always accepted (the snapshot's bounds hold it).
