@@ -268,7 +268,10 @@ def test_a_fresh_snapshot_is_decoded_and_checked_as_the_service_has_it() -> None
     first, second = fresh_snapshot(raw), fresh_snapshot(raw)
     assert first == second
     assert first is not second
-    assert "job_positions" not in first.__dict__  # no decision's lookups on it yet
+    assert first.jobs[0] is not second.jobs[0]
+    # Checked: what the service's check leaves on a snapshot (its nodes by id, its jobs'
+    # positions) is there, and nothing that a decision builds.
+    assert set(first.__dict__) == {"nodes_by_id", "job_positions"}
 
 
 def test_both_children_of_a_pair_prepare_as_many_snapshots() -> None:
