@@ -51,12 +51,12 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-import policies.model as domain_model
 from evidence import generate_examples as generator
+from evidence.bench_engine import fresh_snapshot
 from evidence.runner import ROOT, add_json, add_quiet, command_line, progress, write_json
 from policies.decision import Stage
 from policies.engine import Pipeline
-from policies.model import Problem, Snapshot, decode_snapshot
+from policies.model import Snapshot, decode_snapshot, snapshot_problems
 from policies.profiles import load_profiles
 from policies.registry import build_registry
 
@@ -173,16 +173,10 @@ def snapshot_bytes(nodes: int, jobs: int, seed: int, cache_dir: Path | None) -> 
 
 def check_snapshot(raw: bytes, name: str) -> None:
     """Refuse a generated snapshot the service would reject (the engine assumes valid ones)."""
-    problems = _problems(decode_snapshot(raw))
+    problems = snapshot_problems(decode_snapshot(raw))
     if problems:
         listed = "; ".join(f"{p.path}: {p.message}" for p in problems[:5])
         raise SystemExit(f"{name}: generated snapshot has {len(problems)} problem(s): {listed}")
-
-
-def _problems(snapshot: Snapshot) -> list[Problem]:
-    """The service's semantic check of `snapshot` (none where the core has no such check)."""
-    find_problems = getattr(domain_model, "snapshot_problems", None)
-    return list(find_problems(snapshot)) if find_problems is not None else []
 
 
 # -- measurement ----------------------------------------------------------------------------------
@@ -363,13 +357,6 @@ def measure(
                 given_up.add(name)
                 progress(f"{name}: over {give_up_s:g} s at {jobs} jobs; larger sizes skipped")
     return measured, [series[name] for name in profiles]
-
-
-def fresh_snapshot(raw: bytes) -> Snapshot:
-    """`raw` decoded and checked, as the service has it when its engine runs."""
-    snapshot = decode_snapshot(raw)
-    _problems(snapshot)
-    return snapshot
 
 
 def _decide(

@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,10 @@ def child(
     each request's on the snapshot it just decoded: a snapshot keeps the lookups a
     decision builds on it, which a decision on one decided before would not build.
     """
-    from evidence.bench_engine import load_core  # noqa: PLC0415 - after --checkout is known
+    from evidence.bench_engine import (  # noqa: PLC0415 - after --checkout is known
+        fresh_snapshot,
+        load_core,
+    )
 
     core = load_core(checkout)
     registry = core.build_registry()
@@ -251,13 +255,7 @@ def child(
     if profile not in known:
         raise SystemExit(f"unknown profile {profile!r}; known: {', '.join(sorted(known))}")
     pipeline = core.Pipeline.build(known[profile], registry)
-    raw = snapshot.read_bytes()
-
-    def fresh() -> Any:
-        decoded = core.decode_snapshot(raw)
-        core.check_snapshot(decoded)
-        return decoded
-
+    fresh = partial(fresh_snapshot, snapshot.read_bytes(), core)
     for _ in range(WARM_UP):
         pipeline.run(fresh(), state=None, seed=0, decision_id="bench-instructions")
     snapshots = [fresh() for _ in range(max(prepared, decisions))]
