@@ -443,8 +443,9 @@ class _Layout:
     # which costs a fraction of building a layout and, unlike comparing the nodes, tells
     # apart every value that could change what a decision says: a float is its eight
     # bytes (-0.0 is not 0.0), an int is not a float. Not their JSON, which formats every
-    # float in decimal: by timeit on the large example's 512 nodes, 93 µs to encode and
-    # hash them as MessagePack against 172 µs as JSON, and a layout costs 0.35 ms.
+    # float in decimal: by timeit on the large example's 512 nodes, 83 µs to encode and
+    # hash them as MessagePack against 158 µs as JSON (docs/benchmarks.md, "Each decision
+    # timed on a snapshot of its own"), and a layout costs 0.35 ms.
     # Layouts never change (`short_of_gpu_memory` only remembers answers).
     _recent: ClassVar[dict[tuple[int, ...], tuple[tuple[Node, ...], _Layout]]] = {}
     _recent_by_bytes: ClassVar[dict[bytes, _Layout]] = {}
