@@ -28,6 +28,7 @@ from simulator.metrics import TIMING_KEYS
 from simulator.runner import build_simulation
 from tests.golden.record import (
     SCENARIOS,
+    UNHURRIED_MS,
     Scenario,
     example_snapshot,
     load_golden,
@@ -35,6 +36,7 @@ from tests.golden.record import (
     scenario_config,
     scenario_jobs,
     server_snapshot,
+    unhurried,
     wide_snapshot,
 )
 from tests.golden.wire import (
@@ -53,7 +55,8 @@ def golden() -> dict[str, Any]:
 
 @cache
 def pipeline(profile: str) -> Pipeline:
-    return Pipeline.build(shipped_profiles()[profile], build_registry())
+    registry = build_registry()
+    return Pipeline.build(unhurried(shipped_profiles()[profile], registry), registry)
 
 
 @cache
@@ -112,6 +115,18 @@ def _first_difference(got: Any, want: Any, path: str = "") -> str:
 
 
 PROFILES = sorted(shipped_profiles())
+
+
+def test_learned_policies_decide_the_golden_set_with_time_to_finish() -> None:
+    # Past a latency budget a learned policy hands over to its fallback: on a slow or
+    # busy machine that, not the code, would change the decision. Only the budgets move.
+    registry = build_registry()
+    shipped = shipped_profiles()["dl2"]
+    lifted = unhurried(shipped, registry)
+    assert lifted.scaling.params == {**shipped.scaling.params, "latency_budget_ms": UNHURRIED_MS}
+    assert lifted.model_copy(update={"scaling": shipped.scaling}) == shipped
+    classic = shipped_profiles()["tiresias"]
+    assert unhurried(classic, registry) is classic
 
 
 def test_the_golden_comparison_forgives_the_last_bits_of_a_float_and_nothing_more() -> None:
