@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit bench bench-engine bench-instructions bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-dl2-srtf results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dl2-srtf-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis examples openapi golden fuzz chaos soak clean
+.PHONY: help install serve test lint typecheck unit bench bench-engine bench-instructions bench-growth bench-memory bench-health bench-throughput bench-sim results results-dl2 results-dl2-gap results-dl2-room results-dl2-order results-dl2-srtf results-oasis results-aryl results-aryl-whole results-peers results-tiresias results-relmas results-dual-agent dl2-model dl2-srtf-model dual-agent-model dual-agent-attitudes relmas-model bench-relmas bench-aryl bench-oasis bench-placement examples openapi golden fuzz chaos soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -111,6 +111,9 @@ bench-aryl: $(STAMP) ## Aryl's reclaim and scaling decision time on the large ex
 
 bench-oasis: $(STAMP) ## OASiS decision time over three rounds of the large example (state carried over)
 	$(BIN)/python -m evidence.bench_oasis
+
+bench-placement: $(STAMP) ## A job with CPU or memory needs placed over nodes from a list or from arrays, by cluster size
+	$(BIN)/python -m evidence.bench_placement_paths
 
 examples: $(STAMP) ## Regenerate the example snapshots under examples/ (a test checks they are current)
 	$(BIN)/python -m evidence.generate_examples --out examples

@@ -98,6 +98,11 @@ class FreeCapacity(CapacityCore):
         """Schedulable node ids in snapshot order."""
         return list(self._nodes)
 
+    def count_with_free(self, gpus: int) -> int:
+        """How many nodes have `gpus` or more free GPUs: from the bucket sizes."""
+        buckets = self._buckets
+        return sum(len(buckets[count]) for count in range(max(gpus, 0), len(buckets)))
+
     def position(self, node_id: str) -> int:
         return self._order[node_id]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from evidence import bench_placement_paths
 from evidence.bench import histogram_quantile
 from evidence.bench_engine import (
     Cell,
@@ -360,3 +361,17 @@ def test_the_instruction_count_refuses_no_decisions(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         count_instructions(["--decisions", "0"])
     assert "--decisions: must be 1 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_the_placement_paths_benchmark_times_both_forms_on_the_same_picks(busy: bool) -> None:
+    # It stops on a difference of the two forms' picks; here each worker count it times
+    # fits, and both forms took some time.
+    rows = bench_placement_paths.measure(16, number=2, repeat=1, busy=busy)
+    assert rows
+    for row in rows:
+        assert 1 <= row.candidates <= 16
+        assert 1 <= row.workers <= row.room
+        assert row.arrays_us > 0
+        assert row.list_us > 0
+    assert rows[-1].workers == rows[-1].room  # the last asks for every worker that fits

@@ -30,6 +30,14 @@ from policies.decision import Stage
 from policies.model import Assignment, Job
 from policies.protocols import Context, PlacementOutcome
 
+LISTED_CANDIDATES = 100
+"""A job with CPU or memory needs is placed from the list of candidate nodes
+(:func:`fewest_nodes`) when at most this many nodes have the GPUs of one of its workers
+free, and from the fits of every node as arrays (:func:`fewest_nodes_by_fits`) when more
+do. The picks are the same; the list's cost grows with the candidates, the arrays' with
+every node but from a fixed cost per call of some tens of microseconds, and the two
+cross at about a hundred candidates (`python -m evidence.bench_placement_paths`)."""
+
 
 class ConsolidatedParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -103,6 +111,15 @@ class Consolidated:
             if room < workers:
                 return PlacementOutcome(reason=not_enough_room(job, workers, room))
             picks = fewest_nodes_by_counts(job.gpus_per_worker, workers, free)
+            return PlacementOutcome(assignments=assignments_for(free, job, picks))
+        if free.count_with_free(job.gpus_per_worker) <= LISTED_CANDIDATES:
+            # Few nodes with room (a small or a busy cluster): their list costs less than
+            # the vector operations' start-up (the same picks, test_placement.py).
+            candidates = free.candidate_nodes(job)
+            room = sum(map(_fit, candidates))
+            if room < workers:
+                return PlacementOutcome(reason=not_enough_room(job, workers, room))
+            picks = fewest_nodes(candidates, workers, free)
             return PlacementOutcome(assignments=assignments_for(free, job, picks))
         fits = free.fits(job)
         room = int(fits[fits > 0].sum())

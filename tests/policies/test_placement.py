@@ -8,6 +8,7 @@ import pytest
 
 from policies.capacity import FreeCapacity
 from policies.model import Assignment, Job, JobState, Snapshot, decode_snapshot, encode
+from policies.placement import consolidated
 from policies.placement.consolidated import fewest_nodes, fewest_nodes_by_fits
 from policies.protocols import PlacementOutcome
 from policies.registry import build_registry
@@ -402,3 +403,42 @@ def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -
     assert fewest_nodes_by_fits(needy, workers, free, free.fits(needy)) == fewest_nodes(
         candidates, workers, free
     )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_consolidated_places_a_needy_job_alike_from_the_list_and_from_the_arrays(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With few nodes that have room (LISTED_CANDIDATES), a job with CPU or memory needs is
+    # placed from the list of candidates, with more from the fits as arrays: the outcome
+    # (picks, or the reason it waits, with its room) must not depend on which.
+    rng = random.Random(seed)
+    nodes = [
+        node(
+            f"n{i:02d}",
+            gpus=rng.choice([4, 8]),
+            cpus=rng.choice([16, 32]),
+            memory_gb=rng.choice([64, 256]),
+            topology={"rack": rng.choice(["", "r0", "r1"])},
+        )
+        for i in range(rng.randint(2, 20))
+    ]
+    held = [
+        running(f"r{i}", {n.id: tuple(range(rng.choice([1, 2, n.gpus])))})
+        for i, n in enumerate(nodes)
+        if rng.random() < 0.5
+    ]
+    needy = job(
+        "needy",
+        gpus_per_worker=rng.choice([1, 2]),
+        cpus_per_worker=rng.choice([2, 8]),
+        memory_gb_per_worker=rng.choice([0, 16]),
+        workers=1,
+    )
+    snapshot = snap(nodes, [*held, needy])
+    for workers in range(1, 2 + sum(n.gpus for n in nodes)):
+        listed = place("consolidated", snapshot, "needy", workers)
+        monkeypatch.setattr(consolidated, "LISTED_CANDIDATES", -1)
+        from_arrays = place("consolidated", snapshot, "needy", workers)
+        monkeypatch.undo()
+        assert encode(listed) == encode(from_arrays), workers
