@@ -5,10 +5,10 @@
 
 `consolidated` places such a job (one no single node holds) on the fewest nodes, within
 one rack where that costs no extra node. Two forms give the same picks
-(tests/policies/test_placement.py): :func:`~policies.placement.consolidated.fewest_nodes`
+(tests/policies/test_placement.py): :func:`~policies.placement.consolidated.picks_from_list`
 walks a list of the candidate nodes, and
-:func:`~policies.placement.consolidated.fewest_nodes_by_fits` works on the fits of every
-node as arrays, whose NumPy calls cost some microseconds each whatever their size. The
+:func:`~policies.placement.consolidated.picks_from_fits` works on the fits of every node
+as arrays, whose NumPy calls cost some microseconds each whatever their size. The
 policy takes the list when at most `LISTED_CANDIDATES` nodes have a worker's GPUs free;
 this command shows where the two cross.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import timeit
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from evidence import generate_examples
@@ -32,11 +33,7 @@ from evidence.bench_engine import fresh_snapshot
 from evidence.runner import EXAMPLES, add_quiet, command_line, machine, progress
 from policies.capacity import FreeCapacity
 from policies.model import JobState
-from policies.placement.consolidated import (
-    LISTED_CANDIDATES,
-    fewest_nodes,
-    fewest_nodes_by_fits,
-)
+from policies.placement.consolidated import LISTED_CANDIDATES, picks_from_fits, picks_from_list
 
 DEFAULT_NODES = "16,64,128,256,512,1024"
 
@@ -76,15 +73,8 @@ def measure(nodes: int, number: int, repeat: int, *, busy: bool) -> list[Row]:
     for workers in sorted({1, max(1, room // 4), max(1, room // 2), room}):
         if room == 0:
             break
-
-        def arrays(workers: int = workers) -> object:
-            fits = free.fits(job)
-            return int(fits[fits > 0].sum()), fewest_nodes_by_fits(job, workers, free, fits)
-
-        def listed(workers: int = workers) -> object:
-            listing = free.candidate_nodes(job)
-            return sum(fit for _, fit in listing), fewest_nodes(listing, workers, free)
-
+        arrays = partial(picks_from_fits, job, workers, free)
+        listed = partial(picks_from_list, job, workers, free)
         if arrays() != listed():
             raise SystemExit(f"{nodes} nodes, {workers} workers: the two forms pick differently")
         arrays_us = _per_call_us(arrays, number, repeat)

@@ -32,11 +32,11 @@ from policies.protocols import Context, PlacementOutcome
 
 LISTED_CANDIDATES = 100
 """A job with CPU or memory needs is placed from the list of candidate nodes
-(:func:`fewest_nodes`) when at most this many nodes have the GPUs of one of its workers
-free, and from the fits of every node as arrays (:func:`fewest_nodes_by_fits`) when more
-do. The picks are the same; the list's cost grows with the candidates, the arrays' with
-every node but from a fixed cost per call of some tens of microseconds, and the two
-cross at about a hundred candidates (`python -m evidence.bench_placement_paths`)."""
+(:func:`picks_from_list`) when at most this many nodes have the GPUs of one of its workers
+free, and from the fits of every node as arrays (:func:`picks_from_fits`) when more do.
+The picks are the same; the list's cost grows with the candidates, the arrays' with every
+node but from a fixed cost per call of some tens of microseconds, and the two cross at
+about a hundred candidates (`python -m evidence.bench_placement_paths`)."""
 
 
 class ConsolidatedParams(BaseModel):
@@ -112,22 +112,33 @@ class Consolidated:
                 return PlacementOutcome(reason=not_enough_room(job, workers, room))
             picks = fewest_nodes_by_counts(job.gpus_per_worker, workers, free)
             return PlacementOutcome(assignments=assignments_for(free, job, picks))
-        if free.count_with_free(job.gpus_per_worker) <= LISTED_CANDIDATES:
-            # Few nodes with room (a small or a busy cluster): their list costs less than
-            # the vector operations' start-up (the same picks, test_placement.py).
-            candidates = free.candidate_nodes(job)
-            room = sum(map(_fit, candidates))
-            if room < workers:
-                return PlacementOutcome(reason=not_enough_room(job, workers, room))
-            picks = fewest_nodes(candidates, workers, free)
-            return PlacementOutcome(assignments=assignments_for(free, job, picks))
-        fits = free.fits(job)
-        room = int(fits[fits > 0].sum())
+        # Few nodes with room (a small or a busy cluster): their list costs less than the
+        # vector operations' start-up.
+        listed = free.count_with_free(job.gpus_per_worker) <= LISTED_CANDIDATES
+        room, picks = (picks_from_list if listed else picks_from_fits)(job, workers, free)
         if room < workers:
             return PlacementOutcome(reason=not_enough_room(job, workers, room))
-        return PlacementOutcome(
-            assignments=assignments_for(free, job, fewest_nodes_by_fits(job, workers, free, fits))
-        )
+        return PlacementOutcome(assignments=assignments_for(free, job, picks))
+
+
+Spread = tuple[int, list[tuple[str, int]]]
+"""The workers of a job that fit in all, and (node, workers) picks for the asked count
+(none when it does not fit): :func:`picks_from_list` and :func:`picks_from_fits` give the
+same."""
+
+
+def picks_from_list(job: Job, workers: int, free: FreeCapacity) -> Spread:
+    """:data:`Spread` from the list of candidate nodes (:func:`fewest_nodes`)."""
+    candidates = free.candidate_nodes(job)
+    room = sum(map(_fit, candidates))
+    return room, fewest_nodes(candidates, workers, free) if room >= workers else []
+
+
+def picks_from_fits(job: Job, workers: int, free: FreeCapacity) -> Spread:
+    """:data:`Spread` from the fits of every node as arrays (:func:`fewest_nodes_by_fits`)."""
+    fits = free.fits(job)
+    room = int(fits[fits > 0].sum())
+    return room, fewest_nodes_by_fits(job, workers, free, fits) if room >= workers else []
 
 
 def best_single_node(

@@ -30,7 +30,7 @@ from evidence.generate_examples import (
     wide_jobs_with_servers,
     widen_waiting_jobs,
 )
-from policies.decision import Decision, Stage
+from policies.decision import ENGINE_STAGES, Decision
 from policies.engine import Pipeline
 from policies.model import Snapshot, ThroughputObservation, to_builtins
 from policies.profiles import Profile
@@ -236,7 +236,7 @@ def unhurried(profile: Profile, registry: Registry) -> Profile:
     given the time (each was recorded well within the shipped budgets).
     """
     changed: dict[str, Any] = {}
-    for stage in (Stage.ADMISSION, Stage.ORDERING, Stage.SCALING, Stage.PLACEMENT):
+    for stage in ENGINE_STAGES:
         choice = getattr(profile, stage.value)
         if "latency_budget_ms" in registry.spec(stage, choice.name).info.Params.model_fields:
             params = {**choice.params, "latency_budget_ms": UNHURRIED_MS}

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from policies.capacity import FreeCapacity
-from policies.model import Assignment, Job, JobState, Snapshot, decode_snapshot, encode
+from policies.model import Assignment, Job, JobState, Node, Snapshot, decode_snapshot, encode
 from policies.placement import consolidated
 from policies.placement.consolidated import fewest_nodes, fewest_nodes_by_fits
 from policies.protocols import PlacementOutcome
@@ -367,13 +367,9 @@ def test_rack_buckets_worked_out_late_match_those_kept_from_the_start(seed: int)
         )
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -> None:
-    # Jobs with CPU or memory needs are placed from the fits of every node at once
-    # (fewest_nodes_by_fits); the picks must be those of the list-based form, ties and
-    # rack choice included, on clusters with racks, rackless nodes and partly used nodes.
-    rng = random.Random(seed)
-    nodes = [
+def _random_racked_nodes(rng: random.Random) -> list[Node]:
+    """4 to 24 nodes of varied GPUs, CPUs and memory, in racks or in none."""
+    return [
         node(
             f"n{i:02d}",
             gpus=rng.choice([4, 8, 8]),
@@ -383,6 +379,15 @@ def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -
         )
         for i in range(rng.randint(4, 24))
     ]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -> None:
+    # Jobs with CPU or memory needs are placed from the fits of every node at once
+    # (fewest_nodes_by_fits); the picks must be those of the list-based form, ties and
+    # rack choice included, on clusters with racks, rackless nodes and partly used nodes.
+    rng = random.Random(seed)
+    nodes = _random_racked_nodes(rng)
     free = FreeCapacity.for_training(snap(nodes, []))
     hog = job("hog", cpus_per_worker=1, memory_gb_per_worker=12)
     for n in nodes:
@@ -413,16 +418,7 @@ def test_consolidated_places_a_needy_job_alike_from_the_list_and_from_the_arrays
     # placed from the list of candidates, with more from the fits as arrays: the outcome
     # (picks, or the reason it waits, with its room) must not depend on which.
     rng = random.Random(seed)
-    nodes = [
-        node(
-            f"n{i:02d}",
-            gpus=rng.choice([4, 8]),
-            cpus=rng.choice([16, 32]),
-            memory_gb=rng.choice([64, 256]),
-            topology={"rack": rng.choice(["", "r0", "r1"])},
-        )
-        for i in range(rng.randint(2, 20))
-    ]
+    nodes = _random_racked_nodes(rng)
     held = [
         running(f"r{i}", {n.id: tuple(range(rng.choice([1, 2, n.gpus])))})
         for i, n in enumerate(nodes)
