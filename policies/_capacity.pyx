@@ -5,15 +5,18 @@
 most of its queries; this module holds, as a base class of it, what the engine asks for
 every job: committing a placement (quick checks, then the node moved between the
 buckets of free-GPU counts), taking the GPUs of running jobs, a node's lowest free
-GPUs, the best fit by GPU count, the room for a job of a given shape, and whether a
-waiting job can never fit. They are the same dict and list operations the Python did,
-in the same order, without the interpreter's dispatch: every answer and every bucket's
-order is the one the Python gave (the golden decisions, tests/policies/test_placement.py
+GPUs, the best fit by GPU count (found, or found and taken in one call), the room for
+a job of a given shape, how many nodes a spread job needs and the first rack that holds
+it on that many, and whether a waiting job can never fit. They are the same dict and
+list operations the Python did, in the same order, without the interpreter's dispatch:
+every answer and every bucket's order is the one the Python gave (the golden decisions, tests/policies/test_placement.py
 and tests/policies/test_capacity_compiled.py judge it).
 """
 
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
+
+from policies.model import Assignment
 
 cdef extern from *:
     const char* CAPACITY_SOURCE_SHA256  # defined by the build (setup.py)
@@ -94,6 +97,9 @@ cdef class CapacityCore:
     def first_fullest(self, Py_ssize_t need):
         """The first node (in bucket order) of the fewest free GPUs that are `need` or
         more, or None: the best fit of a job any node with room takes."""
+        return self._first_fullest(need)
+
+    cdef object _first_fullest(self, Py_ssize_t need):
         cdef list buckets = self._buckets
         cdef Py_ssize_t count
         if need < 0:
@@ -103,6 +109,65 @@ cdef class CapacityCore:
             if bucket:
                 return next(iter(bucket))
         return None
+
+    def nodes_needed(self, Py_ssize_t gpus_per_worker, Py_ssize_t workers):
+        """How many nodes hold `workers` workers of `gpus_per_worker` GPUs when taken
+        whole, most free GPUs first (the fewest that can), by free GPUs alone; None if
+        all of them together never do."""
+        cdef Py_ssize_t nodes = _needed_in(self._buckets, gpus_per_worker, workers)
+        return None if nodes < 0 else nodes
+
+    def _first_rack_holding(
+        self, racks, Py_ssize_t gpus_per_worker, Py_ssize_t workers, Py_ssize_t nodes
+    ):
+        """The first of `racks` (named) whose nodes hold the workers on `nodes` nodes or
+        fewer, as nodes_needed counts; None if none does. The racks' buckets must have
+        been derived (FreeCapacity._racks_kept)."""
+        cdef dict rack_buckets = <dict>self._by_rack[0]
+        cdef dict rack_free = <dict>self._by_rack[1]
+        cdef Py_ssize_t need = gpus_per_worker * workers, count
+        for rack in racks:
+            # A rack with fewer free GPUs than the job needs cannot hold it: no walk of
+            # its buckets (most racks of a busy cluster).
+            if not rack or <Py_ssize_t>rack_free[rack] < need:
+                continue
+            count = _needed_in(<list>rack_buckets[rack], gpus_per_worker, workers)
+            if 0 <= count <= nodes:
+                return rack
+        return None
+
+    def fullest_fit(self, job, Py_ssize_t need):
+        """Where the best fit by GPU count puts `need` GPUs of `job` on one node: the
+        lowest free GPUs of the first node (in bucket order) of the fewest free GPUs that
+        are `need` or more, as a one-assignment tuple. None when the job does not fit by
+        its GPUs alone (fits_by_gpus_alone) or no node has `need` free."""
+        cdef PyObject* found
+        node_id = self._fullest(job, need)
+        if node_id is None:
+            return None
+        found = PyDict_GetItem(self._free, node_id)
+        return (Assignment(node_id=node_id, gpu_indices=tuple((<list>found)[:need])),)
+
+    def take_fullest_fit(self, job, Py_ssize_t need):
+        """:meth:`fullest_fit`, taken: the engine's commit of a placement whose policy
+        places such jobs there (policies.protocols.policy_fits_fullest)."""
+        cdef list free
+        cdef tuple gpus
+        node_id = self._fullest(job, need)
+        if node_id is None:
+            return None
+        free = <list>self._free[node_id]
+        gpus = tuple(free[:need])
+        self._take_lowest(node_id, free, need)
+        return (Assignment(node_id=node_id, gpu_indices=gpus),)
+
+    cdef object _fullest(self, object job, Py_ssize_t need):
+        """The node of :meth:`fullest_fit`, or None."""
+        if need <= 0 or not self._gpus_alone(
+            job.cpus_per_worker, job.memory_gb_per_worker, job.gpu_memory_gb
+        ):
+            return None
+        return self._first_fullest(need)
 
     def _room_by_gpus(self, Py_ssize_t gpus_per_worker):
         """Workers of `gpus_per_worker` GPUs that fit now, over all nodes, for a job that
@@ -275,3 +340,20 @@ cdef class CapacityCore:
                     self._spend(node_id, count // gpus_per_worker, job, -1)
             return
         self._take_checked(job, assignments)
+
+
+cdef Py_ssize_t _needed_in(list buckets, Py_ssize_t gpw, Py_ssize_t workers) except -2:
+    """Nodes of `buckets` (nodes by free-GPU count) that the greedy takes for `workers`
+    workers of `gpw` GPUs: whole nodes, most free GPUs first; -1 if they never hold them."""
+    cdef Py_ssize_t left = workers, used = 0, count, size, fit, whole
+    for count in range(len(buckets) - 1, gpw - 1, -1):
+        size = len(<dict>buckets[count])
+        if not size:
+            continue
+        fit = count // gpw
+        whole = (left + fit - 1) // fit  # nodes of this size that would cover what is left
+        if whole <= size:
+            return used + whole
+        used += size
+        left -= size * fit
+    return -1

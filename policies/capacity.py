@@ -199,6 +199,13 @@ class FreeCapacity(CapacityCore):
             by_rack = self._by_rack = (rack_buckets, rack_free)
         return by_rack
 
+    def first_rack_holding(self, gpus_per_worker: int, workers: int, nodes: int) -> str | None:
+        """The first rack (by name) whose nodes hold `workers` workers of `gpus_per_worker`
+        GPUs on `nodes` nodes or fewer, taken whole and most free GPUs first (as
+        :meth:`nodes_needed` counts for the whole cluster); None if no rack does."""
+        self._racks_kept()
+        return self._first_rack_holding(self._layout.racks, gpus_per_worker, workers, nodes)
+
     def racks(self) -> list[str]:
         """Racks of the schedulable nodes, by name."""
         return list(self._layout.racks)

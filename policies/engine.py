@@ -60,6 +60,7 @@ from policies.protocols import (
     StatefulPolicy,
     StateValue,
     learned_model_key,
+    policy_fits_fullest,
     policy_gathers,
     policy_settles,
     state_key_of,
@@ -607,6 +608,13 @@ class _Allocation:
         self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
+        # The placement policy puts a job that fits one node by its GPUs alone on the
+        # capacity's best fit, and nothing can hand placement over during this decision
+        # (no budget, no fallback): the walk commits that fit itself (`_start`).
+        slot = rnd.placement
+        self.fits_fullest = (
+            rnd.budget is None and slot.backup is None and policy_fits_fullest(slot.policy)
+        )
         # The request `_place` is making, for its one bound placement call (see there).
 
     def _quota_left(self, tenant: str) -> int | None:
@@ -978,8 +986,14 @@ class _Allocation:
             if room < count:
                 reason = not_enough_room(job, count, room)
                 continue
-            outcome = self._place(job, count)
-            assignments = outcome.assignments
+            # What the policy would answer and `_call_placement` commit, in one compiled
+            # call, where the policy declares it (see `fits_fullest`); None: ask it.
+            fit = free.take_fullest_fit(job, need) if self.fits_fullest else None
+            if fit is None:
+                outcome = self._place(job, count)
+                assignments = outcome.assignments
+            else:
+                assignments = fit
             if assignments:
                 # `_hold`, inlined: this runs for every job the walk starts.
                 tenant = job.tenant

@@ -370,6 +370,21 @@ def policy_gathers(policy: object) -> bool:
     return isinstance(policy, GatheringPlacement) and policy.gathers is True
 
 
+def policy_fits_fullest(policy: object) -> bool:
+    """Whether a placement policy (class or instance) declares `fits_fullest = True`.
+
+    Such a policy places a job that fits by its GPUs alone and has room on one node
+    exactly where :meth:`policies.capacity.FreeCapacity.fullest_fit` says: all its
+    workers on the first node of the fewest free GPUs that hold them, on its lowest free
+    GPUs, with no details. The engine then commits that fit itself, in one compiled call
+    (:meth:`~policies.capacity.FreeCapacity.take_fullest_fit`), when nothing can hand
+    placement over during the decision (no CPU budget, no fallback), and asks the policy
+    for every other job: most jobs a decision starts need no call into the policy.
+    Undeclared: False.
+    """
+    return getattr(policy, "fits_fullest", False) is True
+
+
 def learned_model_key(policy: object) -> str | None:
     """The model key of a learned policy (class or instance), or None for any other."""
     key = getattr(policy, "model_key", None)

@@ -71,6 +71,9 @@ class Consolidated:
     )
     Params: ClassVar[type[ConsolidatedParams]] = ConsolidatedParams
     settles: ClassVar[bool] = True
+    # A job that fits one node by its GPUs alone goes on the best fit by GPU count
+    # (`place`, first branch): the engine may commit it without asking.
+    fits_fullest: ClassVar[bool] = True
 
     def __init__(self, params: ConsolidatedParams) -> None:
         self.params = params
@@ -94,12 +97,15 @@ class Consolidated:
 
     def place(self, ctx: Context, job: Job, workers: int, free: FreeCapacity) -> PlacementOutcome:
         need = workers * job.gpus_per_worker
+        # Most jobs fit one node and any node with room takes them: `best_single_node` is
+        # then the best fit by GPU count, asked of the capacity directly (the rule that
+        # `fits_fullest` declares).
+        fit = free.fullest_fit(job, need)
+        if fit is not None:
+            return PlacementOutcome(assignments=fit)
         by_gpus_alone = free.fits_by_gpus_alone(job)
-        # For a job any node with room takes (most jobs), `best_single_node` is the best
-        # fit by GPU count alone, asked of the capacity directly.
-        single = free.first_fullest(need) if by_gpus_alone else best_single_node(job, workers, free)
+        single = None if by_gpus_alone else best_single_node(job, workers, free)
         if single is not None:
-            # Most jobs fit one node: their one assignment, built directly.
             gpus = free.lowest_free_gpus(single, need)
             return PlacementOutcome(assignments=(Assignment(node_id=single, gpu_indices=gpus),))
         if not self.params.split_jobs_that_fit_one_node and need <= free.max_gpus_per_node:
@@ -246,46 +252,14 @@ def fewest_nodes_by_counts(
     order (most free GPUs first, then insertion order), so the greedy's node count
     and picks follow from bucket sizes and the first nodes of a few buckets.
     """
-    global_count = _nodes_needed(free.nodes_by_free(), gpus_per_worker, workers)
+    global_count = free.nodes_needed(gpus_per_worker, workers)
     assert global_count is not None, "the caller checked that the job fits"
-    chosen: str | None = None
-    best = global_count
-    need = gpus_per_worker * workers
-    rack_free = free.free_gpus_by_rack
-    # A rack with fewer free GPUs than the job needs cannot hold it: skipped without a
-    # walk of its buckets (most racks of a busy cluster; hundreds on a large one). Looked
-    # at one by one, not filtered first: the search usually stops at an early rack.
-    for rack in free.racks():
-        if not rack or rack_free[rack] < need:
-            continue
-        count = _nodes_needed(free.nodes_by_free(rack), gpus_per_worker, workers)
-        # As in fewest_nodes: the first rack (by name) that costs no extra node, then
-        # only a rack that needs strictly fewer.
-        if count is not None and (count < best or (chosen is None and count == best)):
-            chosen, best = rack, count
-        if best == global_count and chosen is not None:
-            # No rack needs fewer nodes than the whole cluster (the greedy, largest
-            # first, uses the fewest nodes, and a rack's nodes are some of the
-            # cluster's): nothing after the first rack that matches it can win.
-            break
+    # As in fewest_nodes: the first rack (by name) that costs no extra node. No rack needs
+    # fewer nodes than the whole cluster (the greedy, largest first, uses the fewest
+    # nodes, and a rack's nodes are some of the cluster's), so none can do better; asked
+    # of the capacity, which scans hundreds of racks in compiled code.
+    chosen = free.first_rack_holding(gpus_per_worker, workers, global_count)
     return _greedy_by_counts(free.nodes_by_free(chosen), gpus_per_worker, workers)
-
-
-def _nodes_needed(buckets: list[dict[str, None]], gpw: int, workers: int) -> int | None:
-    """Nodes the greedy uses (fewest whose fits sum to `workers`); None if they never do."""
-    left = workers
-    used = 0
-    for count in range(len(buckets) - 1, gpw - 1, -1):
-        size = len(buckets[count])
-        if not size:
-            continue
-        fit = count // gpw
-        whole = -(-left // fit)  # nodes of this size that would cover what is left
-        if whole <= size:
-            return used + whole
-        used += size
-        left -= size * fit
-    return None
 
 
 def _greedy_by_counts(

@@ -1,10 +1,11 @@
 """The compiled quick paths of FreeCapacity (policies/_capacity.pyx) against its full check.
 
 `take` commits most placements through quick checks (one node on its lowest free GPUs,
-or several distinct nodes so); anything else goes through `_take_checked`, which
-checks every GPU and says what is wrong. Both must leave the same capacity behind and
-refuse the same placements with the same words, so a capacity that only ever takes the
-checked path is the reference here.
+or several distinct nodes so), and `take_fullest_fit` finds and takes the best fit by GPU
+count in one call; anything else goes through `_take_checked`, which checks every GPU
+and says what is wrong. Both must leave the same capacity behind and refuse the same
+placements with the same words, so a capacity that only ever takes the checked path is
+the reference here.
 """
 
 from __future__ import annotations
@@ -114,6 +115,20 @@ def test_quick_takes_leave_what_the_full_check_leaves(seed: int) -> None:
             cpus_per_worker=rng.choice([0, 0, 2, 12]),
             memory_gb_per_worker=rng.choice([0.0, 0.0, 16.0]),
         )
+        # The best fit by GPU count of a job that fits by its GPUs alone, found and taken.
+        need = gpus_per_worker * rng.randint(1, 3)
+        best = first_of_fullest(quick, need) if quick.fits_by_gpus_alone(probe) else None
+        fit = quick.fullest_fit(probe, need)
+        assert fit == (
+            None
+            if best is None
+            else (Assignment(node_id=best, gpu_indices=tuple(quick.free_gpus(best))[:need]),)
+        )
+        if fit is not None and rng.random() < 0.4:
+            assert quick.take_fullest_fit(probe, need) == fit
+            checked._take_checked(probe, fit)
+            held.append((probe, fit))
+            continue
         placement = placement_for(rng, quick)
         errors = []
         for take in (quick.take, checked._take_checked):

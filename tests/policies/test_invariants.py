@@ -8,6 +8,8 @@ touching this file.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -42,6 +44,7 @@ from policies.protocols import (
     ReclaimPolicy,
     ScalingPolicy,
     StateValue,
+    policy_fits_fullest,
 )
 from policies.reclaim_models import ReclaimRequest
 from policies.registry import PolicySpec, build_registry
@@ -243,6 +246,62 @@ def test_placement_policies_place_all_or_none_without_touching_free(
                 assert outcome.reason
                 if spec.name in COMPLETE_PLACEMENTS:
                     assert room < workers, "room enough, yet no placement"
+
+
+_FITS_FULLEST = [
+    spec
+    for spec in REGISTRY.specs(Stage.PLACEMENT)
+    if policy_fits_fullest(REGISTRY.placement(spec.name))
+]
+
+
+def test_the_default_placement_declares_its_best_fit_to_the_engine() -> None:
+    assert "consolidated" in {spec.name for spec in _FITS_FULLEST}
+
+
+@pytest.mark.parametrize("spec", _FITS_FULLEST, ids=_spec_id)
+@FAST
+@given(snapshot=snapshots(), seed=st.integers(0, 3))
+def test_a_placement_declaring_fits_fullest_places_there_whatever_fits_one_node_alone(
+    spec: PolicySpec, snapshot: Snapshot, seed: int
+) -> None:
+    # The declaration lets the engine commit FreeCapacity.fullest_fit without asking the
+    # policy: its answer must be exactly that, wherever that finds a node.
+    policy = REGISTRY.placement(spec.name)
+    for job in snapshot.jobs:
+        if job.state is JobState.RUNNING:
+            continue
+        for workers in {job.allowed_worker_counts()[0], job.workers}:
+            free = _free_after_running(snapshot)
+            fit = free.fullest_fit(job, workers * job.gpus_per_worker)
+            if fit is None:
+                continue
+            outcome = policy.place(ctx(snapshot, seed), job, workers, free)
+            assert outcome.assignments == fit
+            assert not outcome.details
+
+
+def _asking_for_every_job(pipeline: Pipeline) -> Pipeline:
+    """The pipeline with its placement policy as it is but undeclared: asked for every job."""
+    asked = copy.copy(pipeline.placement)
+    object.__setattr__(asked, "fits_fullest", False)
+    return replace(pipeline, placement=asked)
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [p for p in PROFILES if policy_fits_fullest(Pipeline.build(p, REGISTRY).placement)],
+    ids=lambda p: p.name,
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=snapshots())
+def test_a_decision_is_the_same_whether_the_engine_commits_the_best_fit_or_asks(
+    profile: Profile, snapshot: Snapshot
+) -> None:
+    pipeline = Pipeline.build(profile, REGISTRY)
+    committed = pipeline.decide(snapshot, decision_id="x", seed=5)
+    asked = _asking_for_every_job(pipeline).decide(snapshot, decision_id="x", seed=5)
+    assert to_builtins(committed) == to_builtins(asked)
 
 
 # Any cluster, and clusters whose running jobs spread over loaned servers.

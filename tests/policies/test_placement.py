@@ -9,7 +9,11 @@ import pytest
 from policies.capacity import FreeCapacity
 from policies.model import Assignment, Job, JobState, Node, Snapshot, decode_snapshot, encode
 from policies.placement import consolidated
-from policies.placement.consolidated import fewest_nodes, fewest_nodes_by_fits
+from policies.placement.consolidated import (
+    fewest_nodes,
+    fewest_nodes_by_counts,
+    fewest_nodes_by_fits,
+)
 from policies.protocols import PlacementOutcome
 from policies.registry import build_registry
 from tests.policies.builders import ctx, job, node, running, snap
@@ -408,6 +412,28 @@ def test_fewest_nodes_from_fits_picks_what_the_candidate_list_picks(seed: int) -
     assert fewest_nodes_by_fits(needy, workers, free, free.fits(needy)) == fewest_nodes(
         candidates, workers, free
     )
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_fewest_nodes_from_free_gpu_counts_picks_what_the_candidate_list_picks(seed: int) -> None:
+    # Jobs that fit by their GPUs alone are spread from the free-GPU buckets and the first
+    # rack that holds them on the cluster's fewest nodes (fewest_nodes_by_counts, the rack
+    # asked of the compiled capacity); the picks must be those of the list-based form.
+    rng = random.Random(seed)
+    nodes = _random_racked_nodes(rng)
+    free = FreeCapacity.for_training(snap(nodes, []))
+    hog = job("hog")
+    for n in nodes:
+        used = rng.choice([0, 0, 1, 2, 3, 4, n.gpus])
+        if used:
+            free.take(hog, [Assignment(node_id=n.id, gpu_indices=tuple(range(used)))])
+    alone = job("alone", gpus_per_worker=rng.choice([1, 2, 4]))
+    candidates = free.candidate_nodes(alone)
+    room = sum(fit for _, fit in candidates)
+    for workers in range(1, room + 1):
+        assert fewest_nodes_by_counts(alone.gpus_per_worker, workers, free) == fewest_nodes(
+            candidates, workers, free
+        ), workers
 
 
 @pytest.mark.parametrize("seed", range(30))
