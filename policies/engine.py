@@ -361,13 +361,8 @@ class _Round:
         order. A fault of a fallback itself fails the decision. Once the CPU budget is
         spent, every stage from then on hands over to its budget fallback.
         """
-        budget = self.budget
-        if budget is not None and slot.budget_backup is not None:
-            if self.spent is None:
-                try:
-                    budget.check()  # before the call: a placement call takes GPUs
-                except BudgetExceeded as spent:
-                    self.spent, self.spent_in = spent, slot.stage
+        if self.budget is not None and slot.budget_backup is not None:
+            self.check_budget(slot)  # before the call: a placement call takes GPUs
             if self.spent is not None:
                 self._hand_over(slot)
         try:
@@ -398,6 +393,16 @@ class _Round:
             self.refs[slot.stage.value] = _ref(backup)
             slot.policy, slot.backup = backup, None
             return _guarded(slot.stage, call, backup)
+
+    def check_budget(self, slot: _Slot[P]) -> None:
+        """Before a call of `slot`'s policy: note that the CPU budget is spent, once it is
+        (the call, or what stands in for it, then hands over)."""
+        budget = self.budget
+        if budget is not None and slot.budget_backup is not None and self.spent is None:
+            try:
+                budget.check()
+            except BudgetExceeded as spent:
+                self.spent, self.spent_in = spent, slot.stage
 
     def _hand_over(self, slot: _Slot[P]) -> None:
         """The budget is spent: this stage's budget fallback answers its calls from now on.
@@ -609,12 +614,10 @@ class _Allocation:
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
         # The placement policy puts a job that fits one node by its GPUs alone on the
-        # capacity's best fit, and nothing can hand placement over during this decision
-        # (no budget, no fallback): the walk commits that fit itself (`_start`).
+        # capacity's best fit, and no fault can hand placement over to a fallback: the
+        # walk commits that fit itself (`_start`) while the CPU budget lasts.
         slot = rnd.placement
-        self.fits_fullest = (
-            rnd.budget is None and slot.backup is None and policy_fits_fullest(slot.policy)
-        )
+        self.fits_fullest = slot.backup is None and policy_fits_fullest(slot.policy)
         # The request `_place` is making, for its one bound placement call (see there).
 
     def _quota_left(self, tenant: str) -> int | None:
@@ -987,8 +990,15 @@ class _Allocation:
                 reason = not_enough_room(job, count, room)
                 continue
             # What the policy would answer and `_call_placement` commit, in one compiled
-            # call, where the policy declares it (see `fits_fullest`); None: ask it.
-            fit = free.take_fullest_fit(job, need) if self.fits_fullest else None
+            # call, where the policy declares it (see `fits_fullest`) and its budget is not
+            # spent (checked as before a call of it); None: ask it.
+            fit = None
+            if self.fits_fullest:
+                rnd = self.rnd
+                if rnd.budget is not None:
+                    rnd.check_budget(rnd.placement)
+                if rnd.spent is None:
+                    fit = free.take_fullest_fit(job, need)
             if fit is None:
                 outcome = self._place(job, count)
                 assignments = outcome.assignments

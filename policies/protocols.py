@@ -377,10 +377,10 @@ def policy_fits_fullest(policy: object) -> bool:
     exactly where :meth:`policies.capacity.FreeCapacity.fullest_fit` says: all its
     workers on the first node of the fewest free GPUs that hold them, on its lowest free
     GPUs, with no details. The engine then commits that fit itself, in one compiled call
-    (:meth:`~policies.capacity.FreeCapacity.take_fullest_fit`), when nothing can hand
-    placement over during the decision (no CPU budget, no fallback), and asks the policy
-    for every other job: most jobs a decision starts need no call into the policy.
-    Undeclared: False.
+    (:meth:`~policies.capacity.FreeCapacity.take_fullest_fit`), where no fault can hand
+    placement over to a fallback, and until the decision's CPU budget is spent (checked
+    before each such commit as before each call); it asks the policy for every other job.
+    Most jobs a decision starts then need no call into the policy. Undeclared: False.
     """
     return getattr(policy, "fits_fullest", False) is True
 

@@ -294,13 +294,17 @@ def _asking_for_every_job(pipeline: Pipeline) -> Pipeline:
     ids=lambda p: p.name,
 )
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(snapshot=snapshots())
+@given(snapshot=snapshots(), budget_s=st.sampled_from([None, 3600.0, 1e-9]))
 def test_a_decision_is_the_same_whether_the_engine_commits_the_best_fit_or_asks(
-    profile: Profile, snapshot: Snapshot
+    profile: Profile, snapshot: Snapshot, budget_s: float | None
 ) -> None:
+    # Without a CPU budget, with one that lasts, and with one spent at the first check
+    # (placement then hands over to its budget fallback, which declares nothing).
     pipeline = Pipeline.build(profile, REGISTRY)
-    committed = pipeline.decide(snapshot, decision_id="x", seed=5)
-    asked = _asking_for_every_job(pipeline).decide(snapshot, decision_id="x", seed=5)
+    committed = pipeline.decide(snapshot, decision_id="x", seed=5, cpu_budget_s=budget_s)
+    asked = _asking_for_every_job(pipeline).decide(
+        snapshot, decision_id="x", seed=5, cpu_budget_s=budget_s
+    )
     assert to_builtins(committed) == to_builtins(asked)
 
 
