@@ -777,24 +777,21 @@ class _Allocation:
         if not outside:
             return keep
         # Counted only when a running job falls outside the run set (its reason says how
-        # many selected jobs come before it).
-        selected_before: dict[str, int] = {}
+        # many selected jobs come before it). One walk of the order both counts and
+        # preempts: `running` is in the order's order, so the preemptions are noted in it.
+        order = self.rnd.pipeline.ordering.name
+        outranked = self.outranked
         count = 0
         for job in self.ordered:
             job_id = job.id
             if job_id in selected:
                 count += 1
             elif job_id in outside:
-                selected_before[job_id] = count
-        order = self.rnd.pipeline.ordering.name
-        for job in running:
-            if job.id in outside:
-                keep.discard(job.id)
-                self.preempted[job.id] = (
-                    f"preempted for higher-priority jobs ({selected_before[job.id]} ahead in "
-                    f"{order} order)"
+                keep.discard(job_id)
+                preempted[job_id] = (
+                    f"preempted for higher-priority jobs ({count} ahead in {order} order)"
                 )
-                self.outranked.add(job.id)
+                outranked.add(job_id)
         return keep
 
     def _restore_needless_preemptions(self, running: list[Job]) -> None:
