@@ -225,6 +225,7 @@ def test_placement_policies_place_all_or_none_without_touching_free(
     spec: PolicySpec, snapshot: Snapshot, seed: int
 ) -> None:
     policy = REGISTRY.placement(spec.name)
+    fits_fullest = policy_fits_fullest(policy)
     for job in snapshot.jobs:
         if job.state is JobState.RUNNING:
             continue
@@ -234,6 +235,13 @@ def test_placement_policies_place_all_or_none_without_touching_free(
             outcome = policy.place(ctx(snapshot, seed), job, workers, free)
             assert isinstance(outcome, PlacementOutcome)
             assert _state(free) == before, "placement must not modify free capacity"
+            if fits_fullest:
+                # The declaration lets the engine commit FreeCapacity.fullest_fit without
+                # asking the policy: its answer must be exactly that, wherever that fits.
+                fit = free.fullest_fit(job, workers * job.gpus_per_worker)
+                if fit is not None:
+                    assert outcome.assignments == fit
+                    assert not outcome.details
             room = sum(fit for _, fit in free.candidate_nodes(job))
             if outcome.placed:
                 gpus = sum(len(a.gpu_indices) for a in outcome.assignments)
@@ -248,37 +256,8 @@ def test_placement_policies_place_all_or_none_without_touching_free(
                     assert room < workers, "room enough, yet no placement"
 
 
-_FITS_FULLEST = [
-    spec
-    for spec in REGISTRY.specs(Stage.PLACEMENT)
-    if policy_fits_fullest(REGISTRY.placement(spec.name))
-]
-
-
 def test_the_default_placement_declares_its_best_fit_to_the_engine() -> None:
-    assert "consolidated" in {spec.name for spec in _FITS_FULLEST}
-
-
-@pytest.mark.parametrize("spec", _FITS_FULLEST, ids=_spec_id)
-@FAST
-@given(snapshot=snapshots(), seed=st.integers(0, 3))
-def test_a_placement_declaring_fits_fullest_places_there_whatever_fits_one_node_alone(
-    spec: PolicySpec, snapshot: Snapshot, seed: int
-) -> None:
-    # The declaration lets the engine commit FreeCapacity.fullest_fit without asking the
-    # policy: its answer must be exactly that, wherever that finds a node.
-    policy = REGISTRY.placement(spec.name)
-    for job in snapshot.jobs:
-        if job.state is JobState.RUNNING:
-            continue
-        for workers in {job.allowed_worker_counts()[0], job.workers}:
-            free = _free_after_running(snapshot)
-            fit = free.fullest_fit(job, workers * job.gpus_per_worker)
-            if fit is None:
-                continue
-            outcome = policy.place(ctx(snapshot, seed), job, workers, free)
-            assert outcome.assignments == fit
-            assert not outcome.details
+    assert policy_fits_fullest(REGISTRY.placement("consolidated"))
 
 
 def _asking_for_every_job(pipeline: Pipeline) -> Pipeline:
