@@ -9,8 +9,9 @@ GPUs, the best fit by GPU count (found, or found and taken in one call), the roo
 a job of a given shape, how many nodes a spread job needs and the first rack that holds
 it on that many, and whether a waiting job can never fit. They are the same dict and
 list operations the Python did, in the same order, without the interpreter's dispatch:
-every answer and every bucket's order is the one the Python gave (the golden decisions, tests/policies/test_placement.py
-and tests/policies/test_capacity_compiled.py judge it).
+every answer and every bucket's order is the one the Python gave (the golden decisions,
+tests/policies/test_placement.py and tests/policies/test_capacity_compiled.py judge
+it).
 """
 
 from cpython.dict cimport PyDict_GetItem

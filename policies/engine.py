@@ -618,7 +618,6 @@ class _Allocation:
         # walk commits that fit itself (`_start`) while the CPU budget lasts.
         slot = rnd.placement
         self.fits_fullest = slot.backup is None and policy_fits_fullest(slot.policy)
-        # The request `_place` is making, for its one bound placement call (see there).
 
     def _quota_left(self, tenant: str) -> int | None:
         quota = self.quotas.get(tenant)
