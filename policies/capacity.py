@@ -13,9 +13,10 @@ memory of every node are also kept as arrays, so what each node could take of a
 job with CPU or memory needs is computed for all nodes at once.
 
 What the engine asks for every job (`take`, the GPUs of running jobs, a node's lowest
-free GPUs, the best fit by GPU count, the room for a job's shape, `never_fits`) is
-compiled: :class:`FreeCapacity` extends `policies._capacity.CapacityCore`, which holds
-those and the state they read. Everything else is here.
+free GPUs, the best fit by GPU count, found or found and taken, the room for a job's
+shape, `never_fits`) and the node and rack counts of a spread job are compiled:
+:class:`FreeCapacity` extends `policies._capacity.CapacityCore`, which holds those and
+the state they read. Everything else is here.
 """
 
 from __future__ import annotations
