@@ -142,33 +142,27 @@ cdef class CapacityCore:
         lowest free GPUs of the first node (in bucket order) of the fewest free GPUs that
         are `need` or more, as a one-assignment tuple. None when the job does not fit by
         its GPUs alone (fits_by_gpus_alone) or no node has `need` free."""
-        cdef PyObject* found
-        node_id = self._fullest(job, need)
-        if node_id is None:
-            return None
-        found = PyDict_GetItem(self._free, node_id)
-        return (Assignment(node_id=node_id, gpu_indices=tuple((<list>found)[:need])),)
+        return self._fullest_fit(job, need, False)
 
     def take_fullest_fit(self, job, Py_ssize_t need):
         """:meth:`fullest_fit`, taken: the engine's commit of a placement whose policy
         places such jobs there (policies.protocols.policy_fits_fullest)."""
-        cdef list free
-        cdef tuple gpus
-        node_id = self._fullest(job, need)
-        if node_id is None:
-            return None
-        free = <list>self._free[node_id]
-        gpus = tuple(free[:need])
-        self._take_lowest(node_id, free, need)
-        return (Assignment(node_id=node_id, gpu_indices=gpus),)
+        return self._fullest_fit(job, need, True)
 
-    cdef object _fullest(self, object job, Py_ssize_t need):
-        """The node of :meth:`fullest_fit`, or None."""
+    cdef object _fullest_fit(self, object job, Py_ssize_t need, bint take):
+        cdef list free
         if need <= 0 or not self._gpus_alone(
             job.cpus_per_worker, job.memory_gb_per_worker, job.gpu_memory_gb
         ):
             return None
-        return self._first_fullest(need)
+        node_id = self._first_fullest(need)
+        if node_id is None:
+            return None
+        free = <list>self._free[node_id]
+        fit = (Assignment(node_id=node_id, gpu_indices=tuple(free[:need])),)
+        if take:
+            self._take_lowest(node_id, free, need)
+        return fit
 
     def _room_by_gpus(self, Py_ssize_t gpus_per_worker):
         """Workers of `gpus_per_worker` GPUs that fit now, over all nodes, for a job that
