@@ -152,13 +152,3 @@ def test_room_by_gpus_counts_whole_workers_of_every_bucket(gpus_per_worker: int)
     expected = sum(free.free_count(n) // gpus_per_worker for n in free.node_ids())
     assert free._room_by_gpus(gpus_per_worker) == expected
     assert free.room_at_most(job("probe", gpus_per_worker=gpus_per_worker)) == expected
-
-
-@pytest.mark.parametrize("gpus", [0, 1, 3, 8, 9])
-def test_nodes_with_free_gpus_are_counted_from_the_buckets(gpus: int) -> None:
-    nodes = [node(f"n{i}", gpus=8) for i in range(6)]
-    hogs = [running(f"h{i}", {f"n{i}": tuple(range(i + 1))}) for i in range(5)]
-    free = FreeCapacity.for_training(snap(nodes, hogs))
-    free.take_held([(h, h.placement) for h in hogs])
-    expected = sum(1 for n in free.node_ids() if free.free_count(n) >= gpus)
-    assert free.count_with_free(gpus) == expected

@@ -371,6 +371,16 @@ def test_rack_buckets_worked_out_late_match_those_kept_from_the_start(seed: int)
         )
 
 
+@pytest.mark.parametrize("gpus", [0, 1, 3, 8, 9])
+def test_nodes_with_free_gpus_are_counted_from_the_buckets(gpus: int) -> None:
+    nodes = [node(f"n{i}", gpus=8) for i in range(6)]
+    hogs = [running(f"h{i}", {f"n{i}": tuple(range(i + 1))}) for i in range(5)]
+    free = FreeCapacity.for_training(snap(nodes, hogs))
+    free.take_held([(h, h.placement) for h in hogs])
+    expected = sum(1 for n in free.node_ids() if free.free_count(n) >= gpus)
+    assert free.count_with_free(gpus) == expected
+
+
 def _random_racked_nodes(rng: random.Random) -> list[Node]:
     """4 to 24 nodes of varied GPUs, CPUs and memory, in racks or in none."""
     return [
