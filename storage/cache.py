@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 from redis.backoff import NoBackoff
@@ -498,12 +498,16 @@ class RedisCache:
                     pubsub, subscribed = None, set()
                 continue
             try:
+                # redis-py leaves some of its pub/sub calls untyped, and which ones depends
+                # on the interpreter's patch release (its imports do): they are called as Any.
                 if pubsub is None:
-                    pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    client: Any = self._client
+                    pubsub = client.pubsub()
+                calls: Any = pubsub
                 if wanted - subscribed:
-                    pubsub.subscribe(*(self._name(c) for c in wanted - subscribed))
+                    calls.subscribe(*(self._name(c) for c in wanted - subscribed))
                 if subscribed - wanted:
-                    pubsub.unsubscribe(*(self._name(c) for c in subscribed - wanted))
+                    calls.unsubscribe(*(self._name(c) for c in subscribed - wanted))
                 subscribed = wanted
                 message = pubsub.get_message(timeout=_PUBSUB_POLL_S)
             except (RedisError, OSError) as error:
