@@ -81,6 +81,26 @@ class DroppingOrdering:
         return Ordering(job_ids=tuple(j.id for j in jobs[:-1]))
 
 
+class RepeatingOrdering:
+    """An ordering with a bug: it reverses the jobs and names the first one twice, in
+    place of the second (as many ids as jobs, out of their order)."""
+
+    name: ClassVar[str] = "repeating"
+    version: ClassVar[str] = "0"
+    stage: ClassVar[Stage] = Stage.ORDERING
+    summary: ClassVar[str] = "Names a job twice."
+    source: ClassVar[str] = "tests"
+    Params: ClassVar[type[NoParams]] = NoParams
+
+    def __init__(self, params: NoParams) -> None:
+        self.params = params
+
+    def order(self, ctx: Context, jobs: Sequence[Job]) -> Ordering:
+        ids = [j.id for j in reversed(jobs)]
+        ids[-2] = ids[-1]
+        return Ordering(job_ids=tuple(ids))
+
+
 class OversizedScaling:
     """A scaling policy with a bug: one worker more than each job's maximum."""
 
@@ -117,6 +137,7 @@ def registry_with_faults() -> Registry:
         BusyGpuPlacement,
         StayingGatherer,
         DroppingOrdering,
+        RepeatingOrdering,
         OversizedScaling,
     ]
     return Registry([*build_registry().specs(), *(PolicySpec(cls) for cls in faulty)])
@@ -152,6 +173,21 @@ def test_engine_falls_back_when_an_ordering_breaks_its_contract() -> None:
     assert decision.fallback is not None
     assert "must answer each of its 2 jobs exactly once" in decision.fallback.reason
     assert decision.ordering == ("a", "b")
+
+
+def test_engine_falls_back_when_an_ordering_names_a_job_twice_out_of_order() -> None:
+    snapshot = snap(
+        [node("n0"), node("n1")], [job("a", workers=2), job("b", workers=2), job("c", workers=2)]
+    )
+    decision = pipeline(
+        ordering={"name": "repeating"}, fallback={"ordering": {"name": "fifo"}}
+    ).decide(snapshot)
+    assert decision.fallback is not None
+    assert (
+        "must answer each of its 3 jobs exactly once (got 3; missing ['b'], unexpected [])"
+        in decision.fallback.reason
+    )
+    assert decision.ordering == ("a", "b", "c")
 
 
 def test_engine_raises_policy_fault_when_a_policy_raises_without_fallback() -> None:
