@@ -293,6 +293,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     _serve_docs(app)
+    # Innermost, inside every check below: the decision endpoints, served ahead of the
+    # routing (whose routes for them only document them).
+    app.add_middleware(decisions.DecisionEndpoints)
     if settings.api_tokens:
         app.add_middleware(ApiTokenMiddleware, tokens=settings.api_tokens)
     app.add_middleware(RequestGuardMiddleware)
@@ -311,9 +314,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         volcano.router,
     ):
         app.include_router(router)
-    # The decision endpoints again, ahead of everything, without FastAPI's request
-    # handling (their FastAPI routes above only document them; see app.routers.decisions).
-    app.router.routes[0:0] = decisions.fast_routes()
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:

@@ -9,22 +9,21 @@ decided there too, which costs less than the hop to a thread; a stateful profile
 decision (whose cluster lock may be held by a slow round) and every larger body run on a
 decision thread (:mod:`app.threads`), so that a slow decision never holds the loop.
 
-The hot path skips FastAPI's request handling: each endpoint below is a plain
-`async def (request)`, registered twice with the same function: as a FastAPI route,
-which only documents it in the OpenAPI spec, and as a Starlette route ahead of it
-(:func:`fast_routes`), which serves it without dependency resolution. Errors take the
-same exception handlers either way.
+The hot path skips FastAPI's request handling and the routing: each endpoint below is
+a plain `async def (request)`, registered as a FastAPI route, which only documents it in
+the OpenAPI spec, and served by :class:`DecisionEndpoints`, the app's innermost
+middleware, ahead of the router. Errors take the same exception handlers either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.deps import Services, caller_of
 from app.errors import error_responses
@@ -136,12 +135,55 @@ for _stage in (Stage.ADMISSION, Stage.ORDERING, Stage.SCALING, Stage.PLACEMENT):
     _stage_route(_stage)
 
 
-def fast_routes() -> list[Route]:
-    """Starlette routes serving the decision endpoints; the app puts them first."""
-    return [
-        Route(router.prefix + path, endpoint, methods=["POST"], include_in_schema=False)
-        for path, endpoint in _FAST
-    ]
+class DecisionEndpoints:
+    """Serves the decision endpoints (`POST /v1/decisions` and its stages) ahead of the
+    routing, as the innermost middleware; every other request goes on to the app.
+
+    Below it lie Starlette's exception middleware, FastAPI's exit-stack middleware, the
+    router's match over every route and the route's request wrapper: seven awaited
+    layers per request, about 40 µs of a ~500 µs small decision (docs/benchmarks.md,
+    "The decision endpoints ahead of the routing"). What those layers do for these
+    endpoints is done here: the endpoint's exceptions go to the app's handlers, looked
+    up the way Starlette looks them up (by the exception's classes in order); one with
+    no handler propagates, to the server-error middleware's 500, as it would there. The
+    middlewares outside this one (body limit, content type, NUL, bearer token) still
+    run first.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.endpoints = {router.prefix + path: endpoint for path, endpoint in _FAST}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None or scope["method"] != "POST":
+            # Anything else (another method's 405, say) is the router's.
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except Exception as exc:
+            handler = _handler_for(scope["app"].exception_handlers, exc)
+            if handler is None:
+                raise
+            response = await handler(request, exc)
+        await response(scope, receive, send)
+
+
+def _handler_for(
+    handlers: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]], exc: Exception
+) -> Callable[[Request, Exception], Awaitable[Response]] | None:
+    """The app's handler of `exc` as Starlette's exception middleware finds it; the
+    handler of `Exception` itself (or of 500) is the server-error middleware's, left to
+    it."""
+    for kind in type(exc).__mro__:
+        if kind is Exception:
+            return None
+        handler = handlers.get(kind)
+        if handler is not None:
+            return handler
+    return None
 
 
 DOCUMENTED_MODELS = (Decision,)

@@ -145,3 +145,25 @@ def test_errors_on_the_inline_path_keep_their_shape(client: TestClient) -> None:
     assert broken.json()["error"] == "invalid_request"
     wrong_method = client.get("/v1/decisions")
     assert wrong_method.status_code == 405
+
+
+def test_an_unexpected_error_in_a_decision_is_a_500_with_the_error_shape(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = create_app(settings)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        service: DecisionService = client.app.state.services.decisions  # type: ignore[attr-defined]
+
+        def broken(read: ReadRequest, body: bytes, caller: str | None = None) -> bytes:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(service, "answer", broken)
+        response = client.post(
+            "/v1/decisions", json={"profile": "fifo", "snapshot": small_snapshot()}
+        )
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": "internal_error",
+        "detail": "unexpected RuntimeError",
+        "problems": [],
+    }
