@@ -362,7 +362,12 @@ class JobModel(msgspec.Struct, frozen=True, kw_only=True):
 def job_shape(job: Job) -> tuple[object, ...]:
     """The job's fields that its worker counts, servers, speeds and demands depend on."""
     return (
-        tuple(job.allowed_worker_counts()),
+        # What `allowed_worker_counts` is worked out from, not the counts themselves: an
+        # elastic job may accept thousands, and this runs for every job judged.
+        job.min_workers,
+        job.max_workers,
+        job.worker_step,
+        job.scaling_rule,
         job.workers,
         job.ps,
         job.workers_per_ps,
@@ -738,6 +743,9 @@ class Market:
         self.gpu_memory = np.array([n[4] for n in nodes], dtype=np.float64)
         self.floor, self.ceiling = bounds
         self.ratio = price_ratio(self.floor, self.ceiling)
+        # The floor and the ratio repeated row by row, for a commit's cells.
+        self._ratio_rows = np.tile(self.ratio, (64, 1))
+        self._floor_rows = np.tile(self.floor, (64, 1))
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
         # Prices are computed for the slots searches reach, a growing block at a time
         # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
@@ -848,12 +856,15 @@ class Market:
         """Use committed by OASiS's plans and by running jobs; the snapshot wins for now."""
         use = _Use(self.index, self.horizon)
         no_workers = (0.0, 0.0, 0.0)
+        plans, running_state = state.jobs, JobState.RUNNING
         for job in snapshot.jobs:
-            plan = state.jobs.get(job.id)
+            plan = plans.get(job.id)
+            running = job.state is running_state
+            if plan is None and not running:
+                continue  # uses nothing yet (most waiting jobs of a busy round)
             dw = (float(job.gpus_per_worker), job.cpus_per_worker, job.memory_gb_per_worker)
             dps = (0.0, job.ps_cpus, job.ps_memory_gb) if job.ps else no_workers
             gpw = job.gpus_per_worker
-            running = job.state is JobState.RUNNING
             if running:
                 # What runs is the truth for the current slot, whatever was planned.
                 use.placed(0, 1, job.placement, gpw, dw)
@@ -909,8 +920,23 @@ class Market:
         )
 
     def _shares_priced(self, shares: FloatArray) -> None:
-        """Shares of capacity made prices, in place: the operations of :func:`price`."""
-        np.multiply(self.floor, np.power(self.ratio, shares, out=shares), out=shares)
+        """Shares of capacity made prices, in place: the operations of :func:`price`.
+
+        On rows of the floor and the ratio as long as `shares`, not on the two vectors
+        broadcast: a commit prices a few dozen cells, and NumPy's broadcast of an
+        operand over an array written in place goes through its buffered iterator,
+        which cost more than the powers. Each element is the same power and product.
+        """
+        cells = len(shares)
+        if cells > len(self._ratio_rows):
+            rows = max(cells, 2 * len(self._ratio_rows))
+            self._ratio_rows = np.tile(self.ratio, (rows, 1))
+            self._floor_rows = np.tile(self.floor, (rows, 1))
+        np.multiply(
+            self._floor_rows[:cells],
+            np.power(self._ratio_rows[:cells], shares, out=shares),
+            out=shares,
+        )
 
     # -- the greedy layout of one slot ---------------------------------------------------------
     def slot_costs(self, model: JobModel, start: int, stop: int) -> SlotCosts:

@@ -67,15 +67,20 @@ class OasisScaling:
         self, job: Job, plan: Plan | None, current: int | None, slot_s: float | None, now: float
     ) -> ScalingResult:
         running = job.state is JobState.RUNNING
-        held = job.placed_workers
-        fallback = held if running and job.accepts_workers(held) else job.workers
+        # What it holds counts only for a running job (the waiting ones, most of a busy
+        # round's jobs, hold nothing): not worked out for the others.
+        fallback = job.workers
+        if running:
+            held = job.placed_workers
+            if job.accepts_workers(held):
+                fallback = held
         keep = "keeps the workers it holds" if running else "runs as requested"
         if plan is None or current is None or slot_s is None:
             return ScalingResult(
                 job_id=job.id,
                 workers=fallback,
                 ps=job.ps,
-                reason=f"OASiS: no committed schedule (admitted outside OASiS); {keep}",
+                reason=_UNPLANNED_RUNNING if running else _UNPLANNED_WAITING,
             )
         segment = plan.segment_at(current)
         if segment is not None and segment.workers > 0:
@@ -125,3 +130,10 @@ class OasisScaling:
             ps=job.ps,
             reason="OASiS: its committed schedule ran out before it started; as requested",
         )
+
+
+# The reasons of a job without a committed schedule, worded once.
+_UNPLANNED_RUNNING = (
+    "OASiS: no committed schedule (admitted outside OASiS); keeps the workers it holds"
+)
+_UNPLANNED_WAITING = "OASiS: no committed schedule (admitted outside OASiS); runs as requested"
