@@ -659,6 +659,7 @@ class _Allocation:
         selected, waiting, never_fits = self.selected, self.pending, self.free.never_fits
         explain = self.rnd.explain
         blocked_by: str | None = None
+        behind: str | None = None  # why the jobs behind the blocker wait, once worded
         for job in self.ordered:
             job_id = job.id
             if job_id in keep:
@@ -683,6 +684,15 @@ class _Allocation:
                 target = targets.get(job_id)
                 if (target.workers if target is not None else job.workers) != 0:
                     waiting[job_id] = never_fits(job) or self._outside_run_set
+                    continue
+            if blocked_by is not None:
+                # Likewise for a job behind a strict order's blocker (which stays the
+                # blocker for the rest of the walk): thousands of a busy round's jobs.
+                target = targets.get(job_id)
+                if (target.workers if target is not None else job.workers) != 0:
+                    if behind is None:
+                        behind = self._waiting_behind(blocked_by)
+                    waiting[job_id] = never_fits(job) or behind
                     continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
@@ -933,6 +943,15 @@ class _Allocation:
             f"({self.rnd.pipeline.ordering.name} order)"
         )
 
+    def _waiting_behind(self, blocked_by: str) -> str:
+        """Why a job behind the strict order's blocker waits: the same for every one of
+        them, worded once."""
+        behind = self._behind
+        if behind is None or behind[0] != blocked_by:
+            behind = (blocked_by, f"waiting behind job {blocked_by!r} (strict order, no backfill)")
+            self._behind = behind
+        return behind[1]
+
     def _start(self, job: Job, blocked_by: str | None) -> str | None:
         """Try to start a job that holds no GPUs; return who blocks later jobs."""
         target = self.target.get(job.id)
@@ -944,15 +963,7 @@ class _Allocation:
             self._wait(job, f"scaling: {reason}")
             return blocked_by
         if blocked_by is not None:
-            # Every job behind the blocker waits for the same reason: worded once.
-            behind = self._behind
-            if behind is None or behind[0] != blocked_by:
-                behind = (
-                    blocked_by,
-                    f"waiting behind job {blocked_by!r} (strict order, no backfill)",
-                )
-                self._behind = behind
-            self._wait(job, behind[1])
+            self._wait(job, self._waiting_behind(blocked_by))
             return blocked_by
         if self.selected is not None and job.id not in self.selected:
             self._wait(job, self._outside_run_set)
