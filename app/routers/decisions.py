@@ -17,6 +17,7 @@ middleware, ahead of the router. Errors take the same exception handlers either 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -140,14 +141,14 @@ class DecisionEndpoints:
     routing, as the innermost middleware; every other request goes on to the app.
 
     Below it lie Starlette's exception middleware, FastAPI's exit-stack middleware, the
-    router's match over every route and the route's request wrapper: seven awaited
-    layers per request, about 40 µs of a ~500 µs small decision (docs/benchmarks.md,
-    "The decision endpoints ahead of the routing"). What those layers do for these
-    endpoints is done here: the endpoint's exceptions go to the app's handlers, looked
-    up the way Starlette looks them up (by the exception's classes in order); one with
-    no handler propagates, to the server-error middleware's 500, as it would there. The
-    middlewares outside this one (body limit, content type, NUL, bearer token) still
-    run first.
+    router's match over every route and the route's request wrapper: layers awaited on
+    every request, whose skipping served 3 to 5 % more small decisions a second with one
+    worker (docs/benchmarks.md, "The decision endpoints ahead of the routing"). What
+    those layers do for these endpoints is done here: the endpoint's exceptions go to
+    the app's handlers, looked up the way Starlette looks them up (by the exception's
+    classes in order); one with no handler propagates, to the server-error middleware's
+    500, as it would there. The middlewares outside this one (body limit, content type,
+    NUL, bearer token) still run first.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -167,13 +168,16 @@ class DecisionEndpoints:
             handler = _handler_for(scope["app"].exception_handlers, exc)
             if handler is None:
                 raise
-            response = await handler(request, exc)
+            answer = handler(request, exc)
+            # A handler may be a plain function, as Starlette allows (ours are async).
+            response = await answer if inspect.isawaitable(answer) else answer
         await response(scope, receive, send)
 
 
-def _handler_for(
-    handlers: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]], exc: Exception
-) -> Callable[[Request, Exception], Awaitable[Response]] | None:
+Handler = Callable[[Request, Exception], Awaitable[Response] | Response]
+
+
+def _handler_for(handlers: Mapping[Any, Handler], exc: Exception) -> Handler | None:
     """The app's handler of `exc` as Starlette's exception middleware finds it; the
     handler of `Exception` itself (or of 500) is the server-error middleware's, left to
     it."""

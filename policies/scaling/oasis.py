@@ -29,6 +29,12 @@ from policies.decision import ScalingResult, Stage
 from policies.model import Job, JobState
 from policies.protocols import Context, NoParams
 
+# The reasons of a job without a committed schedule, worded once.
+_UNPLANNED_RUNNING = (
+    "OASiS: no committed schedule (admitted outside OASiS); keeps the workers it holds"
+)
+_UNPLANNED_WAITING = "OASiS: no committed schedule (admitted outside OASiS); runs as requested"
+
 
 class OasisScaling:
     name: ClassVar[str] = "oasis"
@@ -130,10 +136,3 @@ class OasisScaling:
             ps=job.ps,
             reason="OASiS: its committed schedule ran out before it started; as requested",
         )
-
-
-# The reasons of a job without a committed schedule, worded once.
-_UNPLANNED_RUNNING = (
-    "OASiS: no committed schedule (admitted outside OASiS); keeps the workers it holds"
-)
-_UNPLANNED_WAITING = "OASiS: no committed schedule (admitted outside OASiS); runs as requested"
