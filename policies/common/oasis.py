@@ -1591,13 +1591,19 @@ def search_schedule(market: Market, model: JobModel) -> Search:
     unit = max(min(slowest, model.remaining_s) / 16.0, model.remaining_s / params.work_units)
     total = max(1, math.ceil(model.remaining_s / unit - _EPS))
     fraction = market.first_fraction
-    full_list = [math.floor(w / unit + _EPS) for w in full_work]
-    first_list = [math.floor(fraction * w / unit + _EPS) for w in full_work]
+    single = len(counts) == 1
+    if single:
+        # One count (most jobs): the two lists below without a comprehension each.
+        work = full_work[0]
+        full_list = [math.floor(work / unit + _EPS)]
+        first_list = [math.floor(fraction * work / unit + _EPS)]
+    else:
+        full_list = [math.floor(w / unit + _EPS) for w in full_work]
+        first_list = [math.floor(fraction * w / unit + _EPS) for w in full_work]
     submit = model.job.submit_time
     # No schedule costs less than the work at the floor prices (the stop rule's bound).
     floor_cost = model.remaining_s * figures.rate
 
-    single = len(counts) == 1
     programme = _Programme(total) if not single else None
     one = OneCount(total) if single else None
     ladder = figures.ladder
