@@ -610,7 +610,6 @@ class _Allocation:
         self.grown_tenants: set[str] = set()  # tenants with a job started or grown this round
         self.details: dict[str, dict[str, JsonValue]] = {}  # the placement policy's numbers
         self.moved: dict[str, int] = {}  # running jobs gathered onto one node: nodes before
-        self._behind: tuple[str, str] | None = None  # the strict order's blocker, worded
         # Tenants' GPU quotas, looked up once: the walk asks for every job it starts.
         self.quotas = {t.id: t.gpu_quota for t in self.snapshot.tenants if t.gpu_quota is not None}
         # The placement policy puts a job that fits one node by its GPUs alone on the
@@ -669,30 +668,27 @@ class _Allocation:
                 continue
             if job_id in outside:
                 continue
-            if not explain and (
-                blocked_by is not None or (selected is not None and job_id not in selected)
-            ):
-                # Behind a strict order's blocker, or outside a preemptive order's run set,
-                # a job that holds nothing only waits, and only its pending note says why: a
-                # decision without explanations (the simulator's) skips the note's work for
-                # the hundred or more jobs that wait so each round.
-                continue
-            if blocked_by is None and selected is not None and job_id not in selected:
-                # What `_start` and `_wait` answer for a job outside a preemptive order's
-                # run set that has workers, without the two calls: on a busy cluster
-                # thousands of jobs wait this way every round.
-                target = targets.get(job_id)
-                if (target.workers if target is not None else job.workers) != 0:
-                    waiting[job_id] = never_fits(job) or self._outside_run_set
+            if blocked_by is not None or (selected is not None and job_id not in selected):
+                if not explain:
+                    # Behind a strict order's blocker, or outside a preemptive order's run
+                    # set, a job that holds nothing only waits, and only its pending note
+                    # says why: a decision without explanations (the simulator's) skips the
+                    # note's work for the hundred or more jobs that wait so each round.
                     continue
-            if blocked_by is not None:
-                # Likewise for a job behind a strict order's blocker (which stays the
-                # blocker for the rest of the walk): thousands of a busy round's jobs.
+                # With workers, it waits for a reason worded once per decision (the blocker
+                # stays the blocker for the rest of the walk), answered here without a
+                # call per job: on a busy cluster thousands of jobs wait so every round.
                 target = targets.get(job_id)
                 if (target.workers if target is not None else job.workers) != 0:
-                    if behind is None:
-                        behind = self._waiting_behind(blocked_by)
-                    waiting[job_id] = never_fits(job) or behind
+                    if blocked_by is None:
+                        reason = self._outside_run_set
+                    else:
+                        if behind is None:
+                            behind = (
+                                f"waiting behind job {blocked_by!r} (strict order, no backfill)"
+                            )
+                        reason = behind
+                    waiting[job_id] = never_fits(job) or reason
                     continue
             blocked_by = self._start(job, blocked_by)
         self._restore_needless_preemptions(running)
@@ -943,17 +939,13 @@ class _Allocation:
             f"({self.rnd.pipeline.ordering.name} order)"
         )
 
-    def _waiting_behind(self, blocked_by: str) -> str:
-        """Why a job behind the strict order's blocker waits: the same for every one of
-        them, worded once."""
-        behind = self._behind
-        if behind is None or behind[0] != blocked_by:
-            behind = (blocked_by, f"waiting behind job {blocked_by!r} (strict order, no backfill)")
-            self._behind = behind
-        return behind[1]
-
     def _start(self, job: Job, blocked_by: str | None) -> str | None:
-        """Try to start a job that holds no GPUs; return who blocks later jobs."""
+        """Try to start a job that holds no GPUs; return who blocks later jobs.
+
+        A job with workers that waits behind a strict order's blocker, or outside a
+        preemptive order's run set, is answered by the walk itself (:meth:`run`): one
+        that reaches here with workers is neither.
+        """
         target = self.target.get(job.id)
         workers = target.workers if target is not None else job.workers
         if workers == 0:
@@ -961,12 +953,6 @@ class _Allocation:
                 target.reason if target is not None and target.reason else "no workers assigned"
             )
             self._wait(job, f"scaling: {reason}")
-            return blocked_by
-        if blocked_by is not None:
-            self._wait(job, self._waiting_behind(blocked_by))
-            return blocked_by
-        if self.selected is not None and job.id not in self.selected:
-            self._wait(job, self._outside_run_set)
             return blocked_by
         gpw = job.gpus_per_worker
         quota = self.quotas.get(job.tenant) if self.quotas else None
