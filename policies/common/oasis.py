@@ -743,12 +743,10 @@ class Market:
         self.gpu_memory = np.array([n[4] for n in nodes], dtype=np.float64)
         self.floor, self.ceiling = bounds
         self.ratio = price_ratio(self.floor, self.ceiling)
-        # The floor and the ratio repeated row by row: for a commit's cells, and for
-        # every server (:meth:`priced`).
-        self._ratio_rows = np.tile(self.ratio, (64, 1))
-        self._floor_rows = np.tile(self.floor, (64, 1))
-        self._ratio_by_server = np.tile(self.ratio, (len(nodes), 1))
-        self._floor_by_server = np.tile(self.floor, (len(nodes), 1))
+        # The floor and the ratio repeated row by row, as many rows as servers at least:
+        # sliced for a block's servers (:meth:`priced`) and a commit's cells (grown
+        # when a commit has more).
+        self._floor_rows, self._ratio_rows = self._repeated(max(len(nodes), 64))
         self.used = np.zeros((params.horizon_slots, len(nodes), _K))
         # Prices are computed for the slots searches reach, a growing block at a time
         # (:meth:`priced`): most jobs look a few slots ahead of a week-long horizon.
@@ -813,9 +811,9 @@ class Market:
             self._prices[start:until] = price(
                 self.used[start:until],
                 self.capacity,
-                self._floor_by_server,
+                self._floor_rows[: self.size],
                 self.ceiling,
-                self._ratio_by_server,
+                self._ratio_rows[: self.size],
             )
             self._priced_until = until
         return self._prices
@@ -930,6 +928,10 @@ class Market:
             schedule.held, slots, servers, self._shares_priced, self._commits, self._columns
         )
 
+    def _repeated(self, rows: int) -> tuple[FloatArray, FloatArray]:
+        """The floor and the ratio, each repeated as `rows` rows."""
+        return np.tile(self.floor, (rows, 1)), np.tile(self.ratio, (rows, 1))
+
     def _shares_priced(self, shares: FloatArray) -> None:
         """Shares of capacity made prices, in place: the operations of :func:`price`.
 
@@ -940,9 +942,9 @@ class Market:
         """
         cells = len(shares)
         if cells > len(self._ratio_rows):
-            rows = max(cells, 2 * len(self._ratio_rows))
-            self._ratio_rows = np.tile(self.ratio, (rows, 1))
-            self._floor_rows = np.tile(self.floor, (rows, 1))
+            self._floor_rows, self._ratio_rows = self._repeated(
+                max(cells, 2 * len(self._ratio_rows))
+            )
         np.multiply(
             self._floor_rows[:cells],
             np.power(self._ratio_rows[:cells], shares, out=shares),
